@@ -1,0 +1,238 @@
+"""PPO, faithful to Brax / MuJoCo Playground PPO (see `specs/ppo.md`).
+
+Sources: Schulman et al. 2017, "Proximal Policy Optimization Algorithms" (arXiv 1707.06347),
+Eq. 7 (clipped surrogate); GAE from arXiv 1506.02438; brax `training/agents/ppo/{losses,
+networks,train}.py` for the tanh-normal policy, observation normalization (before SGD by
+default), reward scaling inside the loss, `0.5 * vf_coef` value weight and the one-sample
+entropy estimate. Difference from Brax by default: truncation bootstraps from V(true final obs)
+(`gae_mode="bootstrap"`); `gae_mode="brax"` masks truncated steps as Brax does.
+
+`update` takes `Transition[T, B]` with `extras["raw_action"]` (pre-tanh `u`) and
+`extras["log_prob"]`, normalizes observations, then runs `num_epochs` passes over
+`num_minibatches` minibatches of whole length-T sub-trajectories (GAE per minibatch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxrl import distributions as dist
+from jaxrl import normalize, optim
+from jaxrl.networks import MLP, flatten_obs
+from jaxrl.returns import gae, gae_brax
+from jaxrl.types import EnvSpec, Transition
+
+HP_FIELDS = ("learning_rate", "gamma", "gae_lambda", "clipping_epsilon", "entropy_cost",
+             "vf_coef", "reward_scaling")
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    """PPO settings. Float fields named in `HP_FIELDS` are traced (sweepable) defaults."""
+
+    policy_hidden: tuple[int, ...] = (32, 32, 32, 32)
+    """Policy MLP hidden widths (Brax/Playground DM Control: 32 x 4)."""
+    value_hidden: tuple[int, ...] = (256, 256, 256, 256, 256)
+    """Value MLP hidden widths (Brax/Playground: 256 x 5)."""
+    activation: str = "silu"
+    """Hidden activation (silu = swish, as Brax)."""
+    num_minibatches: int = 32
+    """Minibatches per epoch; each holds whole length-T sub-trajectories."""
+    num_epochs: int = 16
+    """Passes over the batch per update (Brax `num_updates_per_batch`)."""
+    max_grad_norm: float | None = None
+    """Global-norm gradient clipping; None disables it."""
+    normalize_observations: bool = True
+    """Running mean/std observation normalization (Welford)."""
+    normalize_after_sgd: bool = False
+    """Update the normalizer after SGD instead of before (Brax order is before)."""
+    obs_clip: float | None = None
+    """Clip normalized observations to [-obs_clip, obs_clip]; None (Brax) does not clip."""
+    gae_mode: str = "bootstrap"
+    """`bootstrap`: V(final obs) at truncation; `brax`: mask truncated steps (parity)."""
+    policy_obs_key: str = "state"
+    """Key read by the policy when observations are dicts."""
+    value_obs_key: str = "state"
+    """Key read by the value net when observations are dicts (`privileged_state` for
+    Playground locomotion)."""
+    min_std: float = 1e-3
+    """Floor added to `softplus` of the policy scale."""
+    learning_rate: float = 1e-3
+    """Adam step size."""
+    gamma: float = 0.995
+    """Discount factor (Brax `discounting`)."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clipping_epsilon: float = 0.3
+    """PPO ratio clip."""
+    entropy_cost: float = 1e-2
+    """Entropy bonus weight."""
+    vf_coef: float = 0.5
+    """Value loss coefficient; the loss is `0.5 * vf_coef * mean((G - V)^2)` as in Brax."""
+    reward_scaling: float = 10.0
+    """Rewards are multiplied by this inside the loss (10 for DM Control, 1 for locomotion)."""
+
+
+@struct.dataclass(kw_only=True)
+class PPOState:
+    params: dict
+    opt_state: object
+    norm: normalize.NormState
+    hp: dict
+    num_updates: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class PPO:
+    """Proximal Policy Optimization with a tanh-normal policy (on-policy)."""
+
+    config: PPOConfig
+    spec: EnvSpec
+    on_policy: bool = True
+
+    def default_hp(self) -> dict[str, float]:
+        return {k: float(getattr(self.config, k)) for k in HP_FIELDS}
+
+    def validate(self, train_cfg, spec: EnvSpec) -> None:
+        """Raises ValueError before compiling when the batch layout does not divide."""
+        c = self.config
+        if c.gae_mode not in ("bootstrap", "brax"):
+            raise ValueError(f"gae_mode must be 'bootstrap' or 'brax', got {c.gae_mode!r}.")
+        if c.num_minibatches <= 0 or c.num_epochs <= 0:
+            raise ValueError("num_minibatches and num_epochs must be positive.")
+        batch = train_cfg.num_envs * train_cfg.unrolls_per_update
+        if batch % c.num_minibatches:
+            raise ValueError(
+                f"num_envs * unrolls_per_update = {batch} trajectories per update is not "
+                f"divisible by num_minibatches = {c.num_minibatches}: change num_envs, "
+                "unrolls_per_update or num_minibatches.")
+
+    @property
+    def _nets(self):
+        c = self.config
+        policy = MLP(tuple(c.policy_hidden) + (2 * self.spec.action_size,), c.activation)
+        return policy, MLP(tuple(c.value_hidden) + (1,), c.activation)
+
+    def init(self, key, spec: EnvSpec, hp) -> PPOState:
+        obs = _zeros_obs(spec)
+        policy, value = self._nets
+        k1, k2 = jax.random.split(key)
+        params = {"policy": policy.init(k1, self._policy_in(obs)),
+                  "value": value.init(k2, self._value_in(obs))}
+        opt = optim.make_optimizer(self.config.max_grad_norm)
+        hp = {k: jnp.asarray(v, jnp.float32) for k, v in hp.items()}
+        return PPOState(params=params, opt_state=opt.init(params), norm=normalize.init(obs),
+                        hp=hp, num_updates=jnp.zeros((), jnp.int32))
+
+    def _policy_in(self, obs):
+        return flatten_obs(obs, [self.config.policy_obs_key] if isinstance(obs, dict) else None)
+
+    def _value_in(self, obs):
+        return flatten_obs(obs, [self.config.value_obs_key] if isinstance(obs, dict) else None)
+
+    def _norm(self, norm_state, obs):
+        if not self.config.normalize_observations:
+            return obs
+        out = normalize.normalize(norm_state, obs)
+        clip = self.config.obs_clip
+        return out if clip is None else jax.tree.map(lambda x: jnp.clip(x, -clip, clip), out)
+
+    def policy_params(self, state: PPOState, obs):
+        """(loc, scale) of the pre-tanh Gaussian for raw observations `obs`."""
+        raw = self._nets[0].apply(state.params["policy"], self._policy_in(self._norm(state.norm,
+                                                                                     obs)))
+        return dist.params(raw, self.config.min_std)
+
+    def act(self, state: PPOState, obs, key, deterministic: bool = False):
+        """Action in [-1, 1] `[N, A]`; extras `raw_action` (pre-tanh u) and `log_prob`."""
+        loc, scale = self.policy_params(state, obs)
+        if deterministic:
+            return dist.mode(loc), {}
+        u = dist.sample(key, loc, scale)
+        return jnp.tanh(u), {"raw_action": u, "log_prob": dist.log_prob(u, loc, scale)}
+
+    def update(self, state: PPOState, traj: Transition, key):
+        c = self.config
+        norm = state.norm
+        if c.normalize_observations and not c.normalize_after_sgd:
+            norm = normalize.update(norm, traj.obs)
+        opt = optim.make_optimizer(c.max_grad_norm)
+        loss_grad = jax.value_and_grad(self._loss, has_aux=True)
+
+        def sgd_step(carry, xs):
+            params, opt_state = carry
+            mb, k = xs
+            (_, metrics), grads = loss_grad(params, norm, mb, k, state.hp)
+            params, opt_state = optim.apply(opt, opt_state, params, grads,
+                                            state.hp["learning_rate"])
+            return (params, opt_state), metrics
+
+        def epoch(carry, k):
+            k_perm, k_loss = jax.random.split(k)
+            mbs = _minibatches(traj, k_perm, c.num_minibatches)
+            keys = jax.random.split(k_loss, c.num_minibatches)
+            return jax.lax.scan(sgd_step, carry, (mbs, keys))
+
+        (params, opt_state), metrics = jax.lax.scan(
+            epoch, (state.params, state.opt_state), jax.random.split(key, c.num_epochs))
+        if c.normalize_observations and c.normalize_after_sgd:
+            norm = normalize.update(norm, traj.obs)
+        new = state.replace(params=params, opt_state=opt_state, norm=norm,
+                            num_updates=state.num_updates + 1)
+        return new, jax.tree.map(jnp.mean, metrics)
+
+    def _loss(self, params, norm, mb: Transition, key, hp):
+        """Clipped surrogate + value MSE - entropy bonus on one minibatch `[T, M]`."""
+        c = self.config
+        policy, value = self._nets
+        obs, next_obs = self._norm(norm, mb.obs), self._norm(norm, mb.next_obs)
+        loc, scale = dist.params(policy.apply(params["policy"], self._policy_in(obs)), c.min_std)
+        values = value.apply(params["value"], self._value_in(obs))[..., 0]
+        next_values = value.apply(params["value"], self._value_in(next_obs))[..., 0]
+        rewards = mb.reward * hp["reward_scaling"]
+        sg = jax.lax.stop_gradient
+        if c.gae_mode == "brax":
+            adv, targets = gae_brax(rewards, sg(values), sg(next_values[-1]), mb.terminated,
+                                    mb.truncated, hp["gamma"], hp["gae_lambda"])
+        else:
+            adv, targets = gae(rewards, sg(values), sg(next_values), mb.terminated,
+                               mb.truncated, hp["gamma"], hp["gae_lambda"])
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        logp = dist.log_prob(mb.extras["raw_action"], loc, scale)
+        log_ratio = logp - mb.extras["log_prob"]
+        ratio = jnp.exp(log_ratio)
+        eps = hp["clipping_epsilon"]
+        surrogate = jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - eps, 1.0 + eps) * adv)
+        policy_loss = -surrogate.mean()
+        value_loss = 0.5 * hp["vf_coef"] * jnp.mean(jnp.square(targets - values))
+        entropy = dist.entropy(key, loc, scale).mean()
+        total = policy_loss + value_loss - hp["entropy_cost"] * entropy
+        metrics = {"train/total_loss": total, "train/policy_loss": policy_loss,
+                   "train/value_loss": value_loss, "train/entropy": entropy,
+                   "train/approx_kl": jnp.mean(-log_ratio),
+                   "train/clip_fraction": jnp.mean(jnp.abs(ratio - 1.0) > eps),
+                   "train/policy_std": scale.mean()}
+        return total, metrics
+
+
+def _zeros_obs(spec: EnvSpec):
+    if spec.obs_is_dict:
+        return {k: jnp.zeros(v, jnp.float32) for k, v in spec.obs_shape.items()}
+    return jnp.zeros(spec.obs_shape, jnp.float32)
+
+
+def _minibatches(traj: Transition, key, num_minibatches: int) -> Transition:
+    """Shuffles the B sub-trajectories of `[T, B]` -> `[M, T, B / M]` (whole trajectories)."""
+    b = traj.reward.shape[1]
+    perm = jax.random.permutation(key, b)
+
+    def split(x):
+        x = jnp.take(x, perm, axis=1)
+        x = x.reshape((x.shape[0], num_minibatches, b // num_minibatches) + x.shape[2:])
+        return jnp.swapaxes(x, 0, 1)
+
+    return jax.tree.map(split, traj)

@@ -1,0 +1,50 @@
+"""PPO presets.
+
+`ppo-dmc-gpu` is Playground's DM Control default (`dm_control_suite_params.py`, see
+`specs/ppo.md` Sec. 8): 2048 envs, unroll 30, batch 1024 x 32 minibatches (16 unrolls per
+update), 16 epochs, lr 1e-3, gamma 0.995, reward scaling 10, 60M nominal steps.
+`ppo-dmc-cpu` is tuned here for CartpoleBalance on 2 CPU cores (see the README and the notes in
+`benchmarks/RESULTS.md`).
+"""
+
+from jaxrl.configs import Preset, register
+from jaxrl.loop import TrainConfig
+
+register(Preset(
+    name="ppo-dmc-gpu", agent="ppo", env="CartpoleBalance",
+    train=TrainConfig(num_envs=2048, unroll_length=30, unrolls_per_update=16,
+                      total_env_steps=60_000_000, num_chunks=10, num_eval_envs=128),
+    agent_overrides=(("num_minibatches", 32), ("num_epochs", 16), ("learning_rate", 1e-3),
+                     ("gamma", 0.995), ("gae_lambda", 0.95), ("entropy_cost", 1e-2),
+                     ("clipping_epsilon", 0.3), ("reward_scaling", 10.0)),
+    description="Playground DM Control default (GPU scale)."))
+
+register(Preset(
+    name="ppo-dmc-cpu", agent="ppo", env="CartpoleBalance",
+    train=TrainConfig(num_envs=256, unroll_length=32, unrolls_per_update=1,
+                      total_env_steps=4_000_000, num_chunks=16, num_eval_envs=64),
+    agent_overrides=(("value_hidden", (64, 64, 64)), ("num_minibatches", 8), ("num_epochs", 4),
+                     ("learning_rate", 1e-3), ("gamma", 0.99), ("gae_lambda", 0.95),
+                     ("entropy_cost", 1e-3), ("clipping_epsilon", 0.2), ("reward_scaling", 1.0),
+                     ("obs_clip", 10.0)),
+    description="DM Control tuned for 2 CPU cores (README default)."))
+
+register(Preset(
+    name="ppo-locomotion-gpu", agent="ppo", env="Go1JoystickFlatTerrain",
+    train=TrainConfig(num_envs=8192, unroll_length=20, unrolls_per_update=1,
+                      total_env_steps=200_000_000, num_chunks=10, num_eval_envs=128),
+    agent_overrides=(("policy_hidden", (512, 256, 128)), ("value_hidden", (512, 256, 128)),
+                     ("value_obs_key", "privileged_state"), ("num_minibatches", 32),
+                     ("num_epochs", 4), ("learning_rate", 3e-4), ("gamma", 0.97),
+                     ("gae_lambda", 0.95), ("entropy_cost", 1e-2), ("clipping_epsilon", 0.3),
+                     ("reward_scaling", 1.0), ("max_grad_norm", 1.0)),
+    description="Playground locomotion joystick default (GPU scale)."))
+
+register(Preset(
+    name="ppo-toy-cpu", agent="ppo", env="PointMass1D",
+    train=TrainConfig(num_envs=64, unroll_length=16, total_env_steps=200_000, num_chunks=4,
+                      num_eval_envs=32),
+    agent_overrides=(("policy_hidden", (32, 32)), ("value_hidden", (32, 32)),
+                     ("num_minibatches", 4), ("num_epochs", 4), ("learning_rate", 3e-3),
+                     ("gamma", 0.95), ("reward_scaling", 1.0), ("entropy_cost", 1e-3)),
+    description="Pure-JAX toy env: seconds to compile (tests, smoke runs)."))

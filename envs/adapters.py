@@ -1,0 +1,95 @@
+"""Adapters from Playground and Brax envs to jaxrl's `State` and normalized actions.
+
+Both simulators already expose `reset(key)` / `step(state, action)`; the adapters convert their
+state records to `jaxrl.types.State`, rescale actions from [-1, 1] to the env's bounds, and read
+the static facts an `EnvSpec` needs.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl.types import State
+
+
+class _Adapter:
+    name: str
+    action_size: int
+    episode_length: int
+    dt: float | None
+    action_low: np.ndarray
+    action_high: np.ndarray
+
+    def _scale(self, action: jax.Array) -> jax.Array:
+        low, high = jnp.asarray(self.action_low), jnp.asarray(self.action_high)
+        if np.allclose(self.action_low, -1.0) and np.allclose(self.action_high, 1.0):
+            return action
+        return low + (jnp.clip(action, -1.0, 1.0) + 1.0) * 0.5 * (high - low)
+
+    @property
+    def unwrapped(self):
+        return self
+
+
+class PlaygroundEnv(_Adapter):
+    """A MuJoCo Playground `MjxEnv` (`mujoco_playground.registry.load(name)`)."""
+
+    def __init__(self, name: str, env, episode_length: int):
+        self.name, self.env = name, env
+        self.action_size = int(env.action_size)
+        self.episode_length = int(episode_length)
+        self.dt = float(env.dt)
+        self.action_low, self.action_high = _ctrl_bounds(env.mj_model, self.action_size)
+
+    def reset(self, key: jax.Array) -> State:
+        return _from_playground(self.env.reset(key))
+
+    def step(self, state: State, action: jax.Array) -> State:
+        from mujoco_playground._src.mjx_env import State as PState
+
+        inner = PState(data=state.data, obs=state.obs, reward=state.reward, done=state.done,
+                       metrics=state.metrics, info=state.info)
+        return _from_playground(self.env.step(inner, self._scale(action)))
+
+
+class BraxEnv(_Adapter):
+    """A Brax env (`brax.envs.get_environment(name)`); `data` holds the pipeline state."""
+
+    def __init__(self, name: str, env, episode_length: int = 1000):
+        self.name, self.env = name, env
+        self.action_size = int(env.action_size)
+        self.episode_length = int(episode_length)
+        self.dt = float(env.dt)
+        model = getattr(getattr(env, "sys", None), "mj_model", None)
+        self.action_low, self.action_high = _ctrl_bounds(model, self.action_size)
+
+    def reset(self, key: jax.Array) -> State:
+        return _from_brax(self.env.reset(key))
+
+    def step(self, state: State, action: jax.Array) -> State:
+        from brax.envs.base import State as BState
+
+        inner = BState(pipeline_state=state.data, obs=state.obs, reward=state.reward,
+                       done=state.done, metrics=state.metrics, info=state.info)
+        return _from_brax(self.env.step(inner, self._scale(action)))
+
+
+def _ctrl_bounds(mj_model, action_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Actuator control range when every actuator is limited, else [-1, 1]."""
+    ones = np.ones(action_size, np.float32)
+    if mj_model is None or mj_model.nu != action_size or not np.all(mj_model.actuator_ctrllimited):
+        return -ones, ones
+    rng = np.asarray(mj_model.actuator_ctrlrange, np.float32)
+    return rng[:, 0].copy(), rng[:, 1].copy()
+
+
+def _from_playground(s) -> State:
+    return State(data=s.data, obs=s.obs, reward=s.reward.astype(jnp.float32),
+                 done=s.done.astype(jnp.float32), metrics=dict(s.metrics), info=dict(s.info))
+
+
+def _from_brax(s) -> State:
+    return State(data=s.pipeline_state, obs=s.obs, reward=s.reward.astype(jnp.float32),
+                 done=s.done.astype(jnp.float32), metrics=dict(s.metrics), info=dict(s.info))

@@ -1,0 +1,86 @@
+"""The one logger: console progress bar (rich), `metrics.jsonl` and TensorBoard events.
+
+Metric names are `group/name` (`train/`, `episode/`, `eval/`, `perf/`); every record carries
+`env_steps` (real env steps so far, all seeds counted once per seed) and `wall_time` (seconds
+since training started, compile excluded).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+
+def _jsonable(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return v
+
+
+class Logger:
+    """Writes one record per chunk to every sink.
+
+    Args:
+        run_dir: folder for `metrics.jsonl` and `tb/`; None logs to the console only.
+        total_env_steps: progress bar length.
+        progress: show the progress bar (off in tests and non-interactive runs if wanted).
+    """
+
+    def __init__(self, run_dir: str | None, total_env_steps: int, progress: bool = True):
+        self.run_dir = run_dir
+        self.console = Console(stderr=True)
+        self._jsonl = None
+        self._tb = None
+        if run_dir:
+            os.makedirs(run_dir, exist_ok=True)
+            self._jsonl = open(os.path.join(run_dir, "metrics.jsonl"), "a", buffering=1)
+            from tensorboardX import SummaryWriter
+
+            self._tb = SummaryWriter(os.path.join(run_dir, "tb"))
+        self._progress = None
+        if progress:
+            self._progress = Progress(
+                TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed:,.0f} steps"),
+                TextColumn("{task.fields[sps]} SPS"), TextColumn("return {task.fields[ret]}"),
+                TimeElapsedColumn(), TimeRemainingColumn(), console=self.console)
+            self._task = self._progress.add_task("train", total=total_env_steps, sps="-", ret="-")
+            self._progress.start()
+        self.start = time.time()
+
+    def message(self, text: str) -> None:
+        self.console.print(text)
+
+    def log(self, record: dict) -> None:
+        """`record` holds `env_steps` and float metrics; writes JSONL, TensorBoard, progress."""
+        step = int(record["env_steps"])
+        if self._jsonl:
+            self._jsonl.write(json.dumps({k: _jsonable(v) for k, v in record.items()}) + "\n")
+        if self._tb:
+            for k, v in record.items():
+                if "/" in k and isinstance(v, (int, float)):
+                    self._tb.add_scalar(k, v, step)
+        if self._progress:
+            ret = record.get("eval/episode_return", record.get("episode/return"))
+            sps = record.get("perf/sps")
+            self._progress.update(self._task, completed=step,
+                                  sps=f"{sps:,.0f}" if sps is not None else "-",
+                                  ret=f"{ret:.1f}" if ret is not None else "-")
+
+    def close(self) -> None:
+        if self._progress:
+            self._progress.stop()
+        if self._jsonl:
+            self._jsonl.close()
+        if self._tb:
+            self._tb.close()
+
+
+def read_jsonl(path: str) -> list[dict]:
+    """Records of a `metrics.jsonl` file."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]

@@ -1,0 +1,178 @@
+"""The one training loop: `make_train(agent, env, cfg) -> (init, chunk)`.
+
+`chunk` is a `lax.scan` over iterations of "collect `unrolls_per_update` unrolls of
+`unroll_length` steps in `num_envs` envs, then `agent.update`". The host driver (`runner.py`) calls
+`chunk` repeatedly; the fused mode (`train_fused`) scans chunks inside one `jit` and vmaps over
+seeds and hyperparameters. Same code in both modes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxrl import rollout as rollout_lib
+from jaxrl import wrappers
+from jaxrl.types import State, Transition
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Static settings of a run (anything that changes shapes or program structure)."""
+
+    num_envs: int = 256
+    """Parallel envs N (vmapped)."""
+    unroll_length: int = 32
+    """Env steps T per unroll."""
+    unrolls_per_update: int = 1
+    """Consecutive unrolls collected before one `agent.update` (Brax PPO's
+    `batch_size * num_minibatches / num_envs`); the update sees `[T, unrolls * N]`."""
+    total_env_steps: int = 1_000_000
+    """Env-step budget; rounded up to whole chunks (the real count is reported)."""
+    num_chunks: int = 10
+    """Host round trips: progress, logs and evaluation happen between chunks."""
+    num_eval_envs: int = 128
+    """Envs (one deterministic episode each) per evaluation; 0 disables evaluation."""
+    eval_every: int = 1
+    """Evaluate every this many chunks (and always after the last)."""
+    episode_length: int | None = None
+    """Time limit in env steps; None keeps the env's default (1000 for DM Control)."""
+    action_repeat: int = 1
+    """Env steps per policy step."""
+    seed: int = 0
+    """First seed; seeds `seed .. seed + num_seeds - 1` run vmapped in one program."""
+    num_seeds: int = 1
+    """Independent seeds trained together (vmapped, one compile)."""
+    env_impl: str | None = None
+    """MJX implementation for Playground envs (`jax` or `warp`); None: `jax` on CPU."""
+
+    @property
+    def env_steps_per_iteration(self) -> int:
+        return self.num_envs * self.unroll_length * self.unrolls_per_update * self.action_repeat
+
+    @property
+    def iterations_per_chunk(self) -> int:
+        per_chunk = self.num_chunks * self.env_steps_per_iteration
+        return max(1, math.ceil(self.total_env_steps / per_chunk))
+
+    @property
+    def real_total_env_steps(self) -> int:
+        return self.num_chunks * self.iterations_per_chunk * self.env_steps_per_iteration
+
+    def validate(self) -> None:
+        """Raises ValueError naming the field to change."""
+        for name in ("num_envs", "unroll_length", "unrolls_per_update", "total_env_steps",
+                     "num_chunks", "eval_every", "action_repeat", "num_seeds"):
+            if int(getattr(self, name)) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}.")
+        if self.num_eval_envs < 0:
+            raise ValueError(f"num_eval_envs must be >= 0, got {self.num_eval_envs}.")
+        if self.episode_length is not None and self.episode_length <= 0:
+            raise ValueError(f"episode_length must be positive, got {self.episode_length}.")
+
+
+@struct.dataclass(kw_only=True)
+class Runner:
+    """Everything a run carries between chunks (one seed; vmapped for several)."""
+
+    agent_state: object
+    env_state: State
+    key: jax.Array
+    iteration: jax.Array
+
+
+def make_env(base_env, cfg: TrainConfig):
+    """Training env `AutoReset(Vmap(Episode(base_env)))`."""
+    length = cfg.episode_length or base_env.episode_length
+    return wrappers.wrap_for_training(base_env, cfg.num_envs, length, cfg.action_repeat)
+
+
+def make_train(agent, base_env, spec, cfg: TrainConfig):
+    """Returns `init(key, hp) -> Runner` and `chunk(Runner) -> (Runner, metrics)` (pure)."""
+    env = make_env(base_env, cfg)
+
+    def init(key, hp):
+        key_agent, key_env, key_run = jax.random.split(key, 3)
+        agent_state = agent.init(key_agent, spec, hp)
+        return Runner(agent_state=agent_state, env_state=env.reset(key_env), key=key_run,
+                      iteration=jnp.zeros((), jnp.int32))
+
+    def iteration(runner: Runner, _):
+        key, key_roll, key_update = jax.random.split(runner.key, 3)
+
+        def policy(obs, k):
+            return agent.act(runner.agent_state, obs, k, False)
+
+        def one_unroll(env_state, k):
+            return rollout_lib.rollout(env, policy, env_state, k, cfg.unroll_length)
+
+        keys = jax.random.split(key_roll, cfg.unrolls_per_update)
+        env_state, traj = jax.lax.scan(one_unroll, runner.env_state, keys)
+        traj = _merge_unrolls(traj)
+        agent_state, metrics = agent.update(runner.agent_state, traj, key_update)
+        metrics = dict(metrics, **_episode_sums(traj))
+        runner = Runner(agent_state=agent_state, env_state=env_state, key=key,
+                        iteration=runner.iteration + 1)
+        return runner, metrics
+
+    def chunk(runner: Runner):
+        runner, metrics = jax.lax.scan(iteration, runner, None, cfg.iterations_per_chunk)
+        return runner, _summarize(metrics)
+
+    return init, chunk
+
+
+def _merge_unrolls(traj: Transition) -> Transition:
+    """`[U, T, N, ...]` -> `[T, U * N, ...]` (unroll u of env n becomes column u * N + n)."""
+
+    def merge(x):
+        x = jnp.swapaxes(x, 0, 1)
+        return x.reshape((x.shape[0], x.shape[1] * x.shape[2]) + x.shape[3:])
+
+    return jax.tree.map(merge, traj)
+
+
+def _episode_sums(traj: Transition) -> dict:
+    done = traj.extras["done"]
+    out = {"episode/count": done.sum(),
+           "episode/return_sum": (traj.extras["final_episode_return"] * done).sum(),
+           "episode/length_sum": (traj.extras["final_episode_length"] * done).sum()}
+    for k, v in traj.extras.items():
+        if k.startswith("env/"):
+            out[f"episode/{k[4:]}_sum"] = (v * done).sum()
+    return out
+
+
+def _summarize(metrics: dict) -> dict:
+    """Per-iteration metrics `[I]` -> chunk scalars; episode stats over completed episodes."""
+    count = metrics["episode/count"].sum()
+    out = {"episode/count": count}
+    for k, v in metrics.items():
+        if k.startswith("episode/") and k.endswith("_sum"):
+            out[k[: -len("_sum")]] = v.sum() / jnp.maximum(count, 1.0)
+        elif not k.startswith("episode/"):
+            out[k] = v.mean()
+    return out
+
+
+def train_fused(agent, base_env, spec, cfg: TrainConfig, keys: jax.Array, hps: dict):
+    """All chunks of all seeds/hp members in one `jit(vmap(...))` call (sweeps and tests).
+
+    Args:
+        keys: `[S, 2]` PRNG keys, one per member.
+        hps: dict of `[S]` float32 arrays (one value per member).
+
+    Returns:
+        (final Runner with leading axis S, metrics dict of `[S, num_chunks]`).
+    """
+    init, chunk = make_train(agent, base_env, spec, cfg)
+
+    def train_one(key, hp):
+        runner = init(key, hp)
+        return jax.lax.scan(lambda r, _: chunk(r), runner, None, cfg.num_chunks)
+
+    return jax.jit(jax.vmap(train_one))(keys, hps)

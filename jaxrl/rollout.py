@@ -1,0 +1,82 @@
+"""Unroll a policy in a batched env: `Transition[T, N]` for training, full episodes for eval."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl.types import State, Transition
+
+PolicyFn = Callable[[object, jax.Array], tuple[jax.Array, dict]]
+
+
+def rollout(env, policy: PolicyFn, state: State, key: jax.Array, unroll_length: int
+            ) -> tuple[State, Transition]:
+    """Steps `env` (an `AutoReset` batch of N envs) for `unroll_length` steps.
+
+    Args:
+        env: batched env whose step fills `info['final_obs']`, `terminated`, `truncated`.
+        policy: `(obs [N, ...], key) -> (action [N, A] in [-1, 1], extras)`.
+        state: batched env state.
+        key: PRNG key, split once per step.
+        unroll_length: T.
+
+    Returns:
+        (final env state, Transition with leaves `[T, N, ...]`). `extras` holds the policy
+        extras plus `done`, `final_episode_return`, `final_episode_length` and the env metrics
+        (under `env/<name>`).
+    """
+
+    def step(carry, key_t):
+        s = carry
+        action, extras = policy(s.obs, key_t)
+        ns = env.step(s, action)
+        extras = dict(extras, done=ns.done,
+                      final_episode_return=ns.info["final_episode_return"],
+                      final_episode_length=ns.info["final_episode_length"],
+                      **{f"env/{k}": v for k, v in ns.metrics.items()})
+        tr = Transition(obs=s.obs, action=action, reward=ns.reward,
+                        terminated=ns.info["terminated"], truncated=ns.info["truncated"],
+                        next_obs=ns.info["final_obs"], extras=extras)
+        return ns, tr
+
+    return jax.lax.scan(step, state, jax.random.split(key, unroll_length))
+
+
+def evaluate(env, policy: PolicyFn, key: jax.Array, num_steps: int) -> dict[str, jax.Array]:
+    """One episode per env slot with no auto-reset (`env` is `Vmap(Episode(...))`).
+
+    Only completed episodes count: each slot's return is frozen at its first `done`; slots that
+    have not finished after `num_steps` (>= the time limit, so none unless it is shorter) are
+    left out of the averages.
+
+    Returns:
+        `eval/episode_return` (mean), `eval/episode_return_std`, `eval/episode_length`,
+        `eval/num_episodes`, and `eval/<metric>` for each env metric at the episode end.
+    """
+    key_reset, key_run = jax.random.split(key)
+    state = env.reset(key_reset)
+    n = state.reward.shape[0]
+    zeros = jnp.zeros(n)
+    finals = jax.tree.map(jnp.zeros_like, state.metrics)
+
+    def step(carry, key_t):
+        s, ret, length, ended, fin = carry
+        action, _ = policy(s.obs, key_t)
+        ns = env.step(s, action)
+        live = 1.0 - ended
+        newly = live * ns.done
+        fin = jax.tree.map(lambda f, m: jnp.where(newly > 0, m, f), fin, ns.metrics)
+        return (ns, ret + live * ns.reward, length + live, jnp.maximum(ended, ns.done), fin), None
+
+    init = (state, zeros, zeros, zeros, finals)
+    (_, ret, length, ended, fin), _ = jax.lax.scan(step, init, jax.random.split(key_run, num_steps))
+    count = jnp.maximum(ended.sum(), 1.0)
+    mean = (ret * ended).sum() / count
+    var = (jnp.square(ret - mean) * ended).sum() / count
+    out = {"eval/episode_return": mean, "eval/episode_return_std": jnp.sqrt(var),
+           "eval/episode_length": (length * ended).sum() / count, "eval/num_episodes": ended.sum()}
+    out.update({f"eval/{k}": (v * ended).sum() / count for k, v in fin.items()})
+    return out

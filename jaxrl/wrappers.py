@@ -1,0 +1,151 @@
+"""Env wrappers: `Episode` (time limit, truncation, episode stats), `Vmap`, `AutoReset`.
+
+Ours rather than Brax's or Playground's: theirs drop the terminal observation on auto-reset and
+reset to one cached state (brax `envs/wrappers/training.py`, Playground `_src/wrapper.py`;
+brax PR #641, mujoco_playground #305). Wrap as `AutoReset(Vmap(Episode(env), num_envs))`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl.types import State
+
+
+class Wrapper:
+    """Forwards every attribute to the wrapped env."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    @property
+    def unwrapped(self):
+        return getattr(self.env, "unwrapped", self.env)
+
+
+class Episode(Wrapper):
+    """Time limit, `terminated`/`truncated` flags, action repeat and running episode stats.
+
+    Follows brax `EpisodeWrapper`: when the step counter reaches `episode_length` the step is done
+    and `truncated = 1 - terminated` (termination on the limit step wins). Single-env API.
+
+    info keys added (float32 scalars unless noted): `steps` (int32), `terminated`, `truncated`,
+    `episode_return` (sum of rewards so far), `episode_length` (env steps so far).
+    """
+
+    def __init__(self, env, episode_length: int, action_repeat: int = 1):
+        super().__init__(env)
+        if episode_length <= 0 or action_repeat <= 0:
+            raise ValueError("episode_length and action_repeat must be positive")
+        self.episode_length = int(episode_length)
+        self.action_repeat = int(action_repeat)
+
+    def reset(self, key: jax.Array) -> State:
+        state = self.env.reset(key)
+        zero = jnp.zeros((), jnp.float32)
+        info = dict(state.info, steps=jnp.zeros((), jnp.int32), terminated=zero, truncated=zero,
+                    episode_return=zero, episode_length=zero)
+        return state.replace(done=zero, reward=zero, info=info)
+
+    def step(self, state: State, action: jax.Array) -> State:
+        def repeat(carry, _):
+            s, total, ended = carry
+            s = self.env.step(s, action)
+            total = total + s.reward * (1.0 - ended)
+            return (s, total, jnp.maximum(ended, s.done.astype(jnp.float32))), None
+
+        zero = jnp.zeros((), jnp.float32)
+        init = (state.replace(done=zero), zero, zero)
+        if self.action_repeat == 1:
+            (nstate, reward, terminated), _ = repeat(init, None)
+        else:
+            (nstate, reward, terminated), _ = jax.lax.scan(repeat, init, None, self.action_repeat)
+        steps = state.info["steps"] + 1
+        truncated = jnp.where(steps >= self.episode_length, 1.0 - terminated, 0.0)
+        done = jnp.maximum(terminated, truncated)
+        info = dict(nstate.info, steps=steps, terminated=terminated, truncated=truncated,
+                    episode_return=state.info["episode_return"] + reward,
+                    episode_length=state.info["episode_length"] + 1.0)
+        return nstate.replace(reward=reward, done=done, info=info)
+
+
+class Vmap(Wrapper):
+    """Batches a single-env API over `num_envs` envs (leading axis N)."""
+
+    def __init__(self, env, num_envs: int):
+        super().__init__(env)
+        self.num_envs = int(num_envs)
+
+    def reset(self, key: jax.Array) -> State:
+        """One key for all envs (split into N), or per-env keys of shape `[N, 2]`."""
+        keys = key if key.ndim == 2 else jax.random.split(key, self.num_envs)
+        return jax.vmap(self.env.reset)(keys)
+
+    def step(self, state: State, action: jax.Array) -> State:
+        return jax.vmap(self.env.step)(state, action)
+
+
+def select_envs(done: jax.Array, on_true, on_false):
+    """Per-env `where(done, on_true, on_false)` over two batched pytrees.
+
+    Leaves whose leading dimension is not N (MJX keeps some size-0 leaves unbatched, see
+    pitfalls.md #1) are taken from `on_false` unchanged.
+    """
+    n = done.shape[0]
+
+    def pick(a, b):
+        if jnp.ndim(b) == 0 or b.shape[0] != n or jnp.shape(a) != jnp.shape(b):
+            return b
+        mask = done.reshape((n,) + (1,) * (b.ndim - 1)).astype(bool)
+        return jnp.where(mask, a, b)
+
+    return jax.tree.map(pick, on_true, on_false)
+
+
+class AutoReset(Wrapper):
+    """Batched auto-reset that keeps the final observation and draws a fresh start each time.
+
+    On every step the envs that are done are replaced by a new initial state drawn with a fresh
+    per-env key (never a cached state). The returned state keeps the step's `reward`, `done`,
+    `metrics`, `terminated` and `truncated`, and adds to `info`:
+    `final_obs` (the observation before reset, equal to `obs` where not done),
+    `final_episode_return` / `final_episode_length` (stats of the episode that just ended),
+    `reset_key` (per-env PRNG keys, uint32 `[N, 2]`).
+    """
+
+    def reset(self, key: jax.Array) -> State:
+        key_env, key_reset = jax.random.split(key)
+        state = self.env.reset(key_env)
+        n = self.env.num_envs
+        info = dict(state.info, final_obs=state.obs, reset_key=jax.random.split(key_reset, n),
+                    final_episode_return=jnp.zeros(n), final_episode_length=jnp.zeros(n))
+        return state.replace(info=info)
+
+    def step(self, state: State, action: jax.Array) -> State:
+        stepped = self.env.step(state, action)
+        keys = jax.vmap(jax.random.split)(state.info["reset_key"])
+        fresh = self.env.reset(keys[:, 0])
+        fresh = fresh.replace(info=dict(stepped.info, **{k: fresh.info[k] for k in fresh.info}))
+        data, obs, info = select_envs(stepped.done, (fresh.data, fresh.obs, fresh.info),
+                                      (stepped.data, stepped.obs, stepped.info))
+        merged = stepped.replace(data=data, obs=obs, info=info)
+        info = dict(merged.info, terminated=stepped.info["terminated"],
+                    truncated=stepped.info["truncated"], final_obs=stepped.obs,
+                    final_episode_return=stepped.info["episode_return"],
+                    final_episode_length=stepped.info["episode_length"], reset_key=keys[:, 1])
+        return merged.replace(reward=stepped.reward, done=stepped.done, metrics=stepped.metrics,
+                              info=info)
+
+
+def wrap_for_training(env, num_envs: int, episode_length: int, action_repeat: int = 1):
+    """`AutoReset(Vmap(Episode(env)))`: the training env."""
+    return AutoReset(Vmap(Episode(env, episode_length, action_repeat), num_envs))
+
+
+def wrap_for_eval(env, num_envs: int, episode_length: int, action_repeat: int = 1):
+    """`Vmap(Episode(env))` without auto-reset: one full episode per env slot."""
+    return Vmap(Episode(env, episode_length, action_repeat), num_envs)
