@@ -50,8 +50,15 @@ class PPOConfig:
     """Running mean/std observation normalization (Welford)."""
     normalize_after_sgd: bool = False
     """Update the normalizer after SGD instead of before (Brax order is before)."""
+    obs_std_eps: float = 0.0
+    """Added to the running variance before the square root (Brax `std_eps`); a small value
+    keeps near-constant observation entries from being blown up early in training."""
     obs_clip: float | None = None
     """Clip normalized observations to [-obs_clip, obs_clip]; None (Brax) does not clip."""
+    desired_kl: float | None = None
+    """Adaptive learning rate (RSL-RL style, specs/ppo.md Sec. 6): after each minibatch step
+    `lr /= 1.5` if KL > 2 desired_kl, `lr *= 1.5` if KL < desired_kl / 2, within [1e-5, 1e-2].
+    None keeps the learning rate fixed."""
     gae_mode: str = "bootstrap"
     """`bootstrap`: V(final obs) at truncation; `brax`: mask truncated steps (parity)."""
     policy_obs_key: str = "state"
@@ -83,6 +90,7 @@ class PPOState:
     opt_state: object
     norm: normalize.NormState
     hp: dict
+    learning_rate: jax.Array
     num_updates: jax.Array
 
 
@@ -126,7 +134,8 @@ class PPO:
         opt = optim.make_optimizer(self.config.max_grad_norm)
         hp = {k: jnp.asarray(v, jnp.float32) for k, v in hp.items()}
         return PPOState(params=params, opt_state=opt.init(params), norm=normalize.init(obs),
-                        hp=hp, num_updates=jnp.zeros((), jnp.int32))
+                        hp=hp, learning_rate=hp["learning_rate"],
+                        num_updates=jnp.zeros((), jnp.int32))
 
     def _policy_in(self, obs):
         return flatten_obs(obs, [self.config.policy_obs_key] if isinstance(obs, dict) else None)
@@ -137,7 +146,7 @@ class PPO:
     def _norm(self, norm_state, obs):
         if not self.config.normalize_observations:
             return obs
-        out = normalize.normalize(norm_state, obs)
+        out = normalize.normalize(norm_state, obs, self.config.obs_std_eps)
         clip = self.config.obs_clip
         return out if clip is None else jax.tree.map(lambda x: jnp.clip(x, -clip, clip), out)
 
@@ -164,12 +173,12 @@ class PPO:
         loss_grad = jax.value_and_grad(self._loss, has_aux=True)
 
         def sgd_step(carry, xs):
-            params, opt_state = carry
+            params, opt_state, lr = carry
             mb, k = xs
             (_, metrics), grads = loss_grad(params, norm, mb, k, state.hp)
-            params, opt_state = optim.apply(opt, opt_state, params, grads,
-                                            state.hp["learning_rate"])
-            return (params, opt_state), metrics
+            params, opt_state = optim.apply(opt, opt_state, params, grads, lr)
+            lr = self._adapt_lr(lr, metrics["train/approx_kl"])
+            return (params, opt_state, lr), dict(metrics, **{"train/learning_rate": lr})
 
         def epoch(carry, k):
             k_perm, k_loss = jax.random.split(k)
@@ -177,13 +186,21 @@ class PPO:
             keys = jax.random.split(k_loss, c.num_minibatches)
             return jax.lax.scan(sgd_step, carry, (mbs, keys))
 
-        (params, opt_state), metrics = jax.lax.scan(
-            epoch, (state.params, state.opt_state), jax.random.split(key, c.num_epochs))
+        (params, opt_state, lr), metrics = jax.lax.scan(
+            epoch, (state.params, state.opt_state, state.learning_rate),
+            jax.random.split(key, c.num_epochs))
         if c.normalize_observations and c.normalize_after_sgd:
             norm = normalize.update(norm, traj.obs)
-        new = state.replace(params=params, opt_state=opt_state, norm=norm,
+        new = state.replace(params=params, opt_state=opt_state, norm=norm, learning_rate=lr,
                             num_updates=state.num_updates + 1)
         return new, jax.tree.map(jnp.mean, metrics)
+
+    def _adapt_lr(self, lr, kl):
+        target = self.config.desired_kl
+        if target is None:
+            return lr
+        lr = jnp.where(kl > 2.0 * target, lr / 1.5, jnp.where(kl < 0.5 * target, lr * 1.5, lr))
+        return jnp.clip(lr, 1e-5, 1e-2)
 
     def _loss(self, params, norm, mb: Transition, key, hp):
         """Clipped surrogate + value MSE - entropy bonus on one minibatch `[T, M]`."""
@@ -213,7 +230,7 @@ class PPO:
         total = policy_loss + value_loss - hp["entropy_cost"] * entropy
         metrics = {"train/total_loss": total, "train/policy_loss": policy_loss,
                    "train/value_loss": value_loss, "train/entropy": entropy,
-                   "train/approx_kl": jnp.mean(-log_ratio),
+                   "train/approx_kl": jnp.mean((ratio - 1.0) - log_ratio),
                    "train/clip_fraction": jnp.mean(jnp.abs(ratio - 1.0) > eps),
                    "train/policy_std": scale.mean()}
         return total, metrics

@@ -61,8 +61,8 @@ class BraxEnv(_Adapter):
         self.name, self.env = name, env
         self.action_size = int(env.action_size)
         self.episode_length = int(episode_length)
-        self.dt = float(env.dt)
-        model = getattr(getattr(env, "sys", None), "mj_model", None)
+        self.dt = _safe_dt(env)
+        model = getattr(getattr(env, "sys", None), "mj_model", None) if _has_sys(env) else None
         self.action_low, self.action_high = _ctrl_bounds(model, self.action_size)
 
     def reset(self, key: jax.Array) -> State:
@@ -76,6 +76,20 @@ class BraxEnv(_Adapter):
         return _from_brax(self.env.step(inner, self._scale(action)))
 
 
+def _has_sys(env) -> bool:
+    try:
+        return getattr(env, "sys", None) is not None
+    except AttributeError:  # brax `fast` has no physics system
+        return False
+
+
+def _safe_dt(env) -> float | None:
+    try:
+        return float(env.dt)
+    except AttributeError:
+        return None
+
+
 def _ctrl_bounds(mj_model, action_size: int) -> tuple[np.ndarray, np.ndarray]:
     """Actuator control range when every actuator is limited, else [-1, 1]."""
     ones = np.ones(action_size, np.float32)
@@ -86,10 +100,10 @@ def _ctrl_bounds(mj_model, action_size: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _from_playground(s) -> State:
-    return State(data=s.data, obs=s.obs, reward=s.reward.astype(jnp.float32),
-                 done=s.done.astype(jnp.float32), metrics=dict(s.metrics), info=dict(s.info))
+    return State(data=s.data, obs=s.obs, reward=jnp.asarray(s.reward, jnp.float32),
+                 done=jnp.asarray(s.done, jnp.float32), metrics=dict(s.metrics), info=dict(s.info))
 
 
 def _from_brax(s) -> State:
-    return State(data=s.pipeline_state, obs=s.obs, reward=s.reward.astype(jnp.float32),
-                 done=s.done.astype(jnp.float32), metrics=dict(s.metrics), info=dict(s.info))
+    return State(data=s.pipeline_state, obs=s.obs, reward=jnp.asarray(s.reward, jnp.float32),
+                 done=jnp.asarray(s.done, jnp.float32), metrics=dict(s.metrics), info=dict(s.info))

@@ -17,8 +17,12 @@ from jaxrl.types import EnvSpec
 
 MENAGERIE_VAR = "JAXRL_MENAGERIE_PATH"
 BRAX_ENVS = ("ant", "fast", "halfcheetah", "hopper", "humanoid", "humanoidstandup",
-             "inverted_pendulum", "inverted_double_pendulum", "pusher", "reacher", "swimmer",
-             "walker2d")
+             "inverted_pendulum", "inverted_double_pendulum", "pusher", "reacher", "walker2d")
+# Known upstream breakage on our jax: named, so asking for them gives the reason, not "unknown".
+UNSUPPORTED = {
+    "swimmer": "brax 'swimmer' only has the generalized backend, whose fluid model calls "
+               "jnp.clip(a_min=...), removed in jax 0.10 (brax 0.14.2).",
+}
 _MENAGERIE_FAMILIES = ("locomotion", "manipulation")
 
 
@@ -48,6 +52,8 @@ def check_env_name(name: str) -> str:
     every = [n for names in list_envs().values() for n in names]
     if name in every:
         return name
+    if name in UNSUPPORTED:
+        raise UnknownEnvError(f"Env {name!r} is not supported: {UNSUPPORTED[name]}")
     close = difflib.get_close_matches(name, every, n=5, cutoff=0.5)
     lower = [n for n in every if n.lower() == name.lower()]
     hint = f" Did you mean: {', '.join(dict.fromkeys(lower + close))}?" if lower + close else ""

@@ -55,9 +55,9 @@ class DoneAfterK(_Toy):
 class PointMass(_Toy):
     """1-D point mass to hold at the origin; never terminates (time limit only).
 
-    obs = [x, v]; x0 ~ U(-1, 1), v0 = 0; v += 0.1 a, x += 0.1 v. Reward `1 - min(|x|, 1)` per
-    step, so a perfect policy scores about `episode_length` minus the approach cost and a random
-    policy drifts away. Episode length 100 by default.
+    obs = [x, v]; x0 ~ U(-1, 1), v0 = 0; v <- clip(v + 0.1 a, -1, 1), x <- clip(x + 0.1 v, -2, 2).
+    Reward `1 - min(|x|, 1)` per step, so a good policy scores close to `episode_length` minus
+    the approach cost and a random policy drifts away. Episode length 100 by default.
     """
 
     name = "PointMass1D"
@@ -74,8 +74,8 @@ class PointMass(_Toy):
 
     def step(self, state, action):
         a = jnp.clip(action[0], -1.0, 1.0)
-        v = state.data["v"] + 0.1 * a
-        x = state.data["x"] + 0.1 * v
+        v = jnp.clip(state.data["v"] + 0.1 * a, -1.0, 1.0)
+        x = jnp.clip(state.data["x"] + 0.1 * v, -2.0, 2.0)
         reward = 1.0 - jnp.minimum(jnp.abs(x), 1.0)
         return state.replace(data={"x": x, "v": v}, obs=jnp.stack([x, v]), reward=reward,
                              done=jnp.zeros(()), metrics={"distance": jnp.abs(x)})

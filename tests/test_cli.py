@@ -1,0 +1,83 @@
+"""CLI: bad input fails before compiling with a useful message; a toy run writes its run dir."""
+
+import glob
+import json
+import os
+
+import pytest
+
+from jaxrl import cli, loop, runner
+from jaxrl.logging import read_jsonl
+
+
+@pytest.fixture
+def no_compile(monkeypatch):
+    def boom(*args, **kwargs):
+        raise AssertionError("make_train was reached: validation must fail before compiling")
+
+    monkeypatch.setattr(loop, "make_train", boom)
+
+
+def _fails(argv, capsys, match):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    err = str(exc.value.code) + capsys.readouterr().err
+    assert exc.value.code not in (0, None)
+    assert match in err, err
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["train", "--agent", "ppx"], "Unknown agent 'ppx'. Did you mean: ppo"),
+    (["train", "--env", "CartpoleBalanse"], "Did you mean: CartpoleBalance"),
+    (["train", "--preset", "ppo-dmc-cpx"], "Unknown preset 'ppo-dmc-cpx'. Did you mean"),
+    (["train", "--num-envs", "100"], "not divisible by num_minibatches = 8"),
+    (["train", "--total-env-steps", "0"], "total_env_steps must be positive"),
+    (["train", "--num-envs", "-4"], "num_envs must be positive"),
+    (["train", "--ppo.learning-rat", "0.1"], "--ppo.learning-rate"),
+    (["train", "--ppo.gae-mode", "weird"], "gae_mode must be"),
+    (["trian"], "Did you mean 'train'"),
+])
+def test_bad_input_fails_before_compiling(argv, match, capsys, no_compile):
+    _fails(argv, capsys, match)
+
+
+def test_help_lists_fields_with_docstrings(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--help"])
+    out = capsys.readouterr().out
+    for text in ("--total-env-steps", "--num-envs", "--seed", "--run-dir", "--preset",
+                 "--ppo.learning-rate", "Adam step size", "--ppo.gae-lambda"):
+        assert text in out
+
+
+def test_preset_values_become_defaults():
+    args, agent, env, cfg, agent_cfg = cli.resolve(["--preset", "ppo-dmc-gpu", "--seed", "3"])
+    assert (agent, env, cfg.num_envs, cfg.seed) == ("ppo", "CartpoleBalance", 2048, 3)
+    assert agent_cfg.num_epochs == 16 and agent_cfg.reward_scaling == 10.0
+    _, _, _, cfg, agent_cfg = cli.resolve(["--ppo.learning-rate", "3e-4"])
+    assert agent_cfg.learning_rate == 3e-4 and cfg.num_envs == 256
+
+
+def test_list_commands(capsys):
+    cli.main(["list", "envs"])
+    out = capsys.readouterr().out
+    assert "CartpoleBalance" in out and "ant" in out and "PointMass1D" in out
+    cli.main(["list", "presets"])
+    assert "ppo-dmc-cpu" in capsys.readouterr().out
+
+
+def test_toy_run_writes_run_dir(tmp_path, capsys):
+    run_dir = str(tmp_path / "run")
+    cli.main(["train", "--preset", "ppo-toy-cpu", "--run-dir", run_dir, "--no-progress",
+              "--total-env-steps", "4096", "--num-chunks", "2"])
+    out = capsys.readouterr()
+    assert "compiled in" in out.err and "SPS" in out.out
+    config = json.load(open(os.path.join(run_dir, "config.json")))
+    assert config["env"] == "PointMass1D" and config["train"]["num_envs"] == 64
+    records = read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
+    assert [r["chunk"] for r in records] == [1, 2]
+    assert records[-1]["env_steps"] == 4096 and records[-1]["perf/sps"] > 0
+    assert "eval/episode_return" in records[-1] and "train/policy_loss" in records[-1]
+    assert glob.glob(os.path.join(run_dir, "tb", "events.out.tfevents.*"))
+    params = runner.load_params(os.path.join(run_dir, "final_params"))
+    assert params["policy"]["params"]["Dense_0"]["kernel"].shape == (1, 2, 32)  # [seeds, in, out]
