@@ -15,6 +15,7 @@ entropy estimate. Difference from Brax by default: truncation bootstraps from V(
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +23,7 @@ from flax import struct
 
 from jaxrl import distributions as dist
 from jaxrl import normalize, optim
+from jaxrl.loop import TrainConfig
 from jaxrl.networks import MLP, flatten_obs
 from jaxrl.returns import gae, gae_brax
 from jaxrl.types import EnvSpec, Transition
@@ -55,6 +57,8 @@ class PPOConfig:
     keeps near-constant observation entries from being blown up early in training."""
     obs_clip: float | None = None
     """Clip normalized observations to [-obs_clip, obs_clip]; None (Brax) does not clip."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly to 0 over the run (as CleanRL's `anneal_lr`)."""
     desired_kl: float | None = None
     """Adaptive learning rate (RSL-RL style, specs/ppo.md Sec. 6): after each minibatch step
     `lr /= 1.5` if KL > 2 desired_kl, `lr *= 1.5` if KL < desired_kl / 2, within [1e-5, 1e-2].
@@ -100,6 +104,7 @@ class PPO:
 
     config: PPOConfig
     spec: EnvSpec
+    train: TrainConfig
     on_policy: bool = True
 
     def default_hp(self) -> dict[str, float]:
@@ -112,6 +117,7 @@ class PPO:
             raise ValueError(f"gae_mode must be 'bootstrap' or 'brax', got {c.gae_mode!r}.")
         if c.num_minibatches <= 0 or c.num_epochs <= 0:
             raise ValueError("num_minibatches and num_epochs must be positive.")
+        check_hp(self.default_hp())
         batch = train_cfg.num_envs * train_cfg.unrolls_per_update
         if batch % c.num_minibatches:
             raise ValueError(
@@ -187,13 +193,19 @@ class PPO:
             return jax.lax.scan(sgd_step, carry, (mbs, keys))
 
         (params, opt_state, lr), metrics = jax.lax.scan(
-            epoch, (state.params, state.opt_state, state.learning_rate),
+            epoch, (state.params, state.opt_state, self._start_lr(state)),
             jax.random.split(key, c.num_epochs))
         if c.normalize_observations and c.normalize_after_sgd:
             norm = normalize.update(norm, traj.obs)
         new = state.replace(params=params, opt_state=opt_state, norm=norm, learning_rate=lr,
                             num_updates=state.num_updates + 1)
         return new, jax.tree.map(jnp.mean, metrics)
+
+    def _start_lr(self, state: PPOState):
+        if not self.config.anneal_lr:
+            return state.learning_rate
+        total = self.train.num_chunks * self.train.iterations_per_chunk
+        return state.hp["learning_rate"] * (1.0 - state.num_updates / total)
 
     def _adapt_lr(self, lr, kl):
         target = self.config.desired_kl
@@ -234,6 +246,20 @@ class PPO:
                    "train/clip_fraction": jnp.mean(jnp.abs(ratio - 1.0) > eps),
                    "train/policy_std": scale.mean()}
         return total, metrics
+
+
+_HP_RANGES = {"learning_rate": (0.0, 1.0), "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0),
+              "clipping_epsilon": (0.0, 10.0), "entropy_cost": (0.0, 1e3), "vf_coef": (0.0, 1e3),
+              "reward_scaling": (0.0, 1e6)}
+
+
+def check_hp(hp: dict) -> None:
+    """Raises ValueError for a non-finite or out-of-range PPO hyperparameter (host side)."""
+    for name, value in hp.items():
+        low, high = _HP_RANGES[name]
+        if not math.isfinite(value) or not low <= value <= high:
+            raise ValueError(f"{name} = {value} is not finite or outside [{low}, {high}]: "
+                             f"pass a value in range (e.g. --ppo.{name.replace('_', '-')}).")
 
 
 def _zeros_obs(spec: EnvSpec):

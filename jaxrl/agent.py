@@ -18,6 +18,9 @@ from jaxrl.types import EnvSpec, Metrics, Transition
 class Agent(Protocol):
     """What the loop needs from an algorithm.
 
+    Constructed as `AgentClass(config=..., spec=EnvSpec, train=TrainConfig)`: static config,
+    env facts and the run layout (num_envs, budget) are known before anything is traced.
+
     `hp` is a flat dict of float32 scalars (learning rate, gamma, ...) kept inside the state, so
     a sweep can vmap over it. `update` receives the whole chunk `Transition[T, N]`.
     """

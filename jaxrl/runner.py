@@ -42,7 +42,7 @@ def build(agent_name: str, env_name: str, cfg: loop.TrainConfig, agent_config):
     envs.registry.check_env_name(env_name)
     env = envs.make(env_name, impl=cfg.env_impl, episode_length=cfg.episode_length)
     spec = envs.make_spec(env, env_name)
-    agent = agent_cls(config=agent_config, spec=spec)
+    agent = agent_cls(config=agent_config, spec=spec, train=cfg)
     if hasattr(agent, "validate"):
         agent.validate(cfg, spec)
     return agent, env, spec

@@ -36,6 +36,8 @@ def _fails(argv, capsys, match):
     (["train", "--ppo.learning-rat", "0.1"], "--ppo.learning-rate"),
     (["train", "--ppo.gae-mode", "weird"], "gae_mode must be"),
     (["trian"], "Did you mean 'train'"),
+    (["train", "--ppo.learning-rate", "nan"], "learning_rate = nan is not finite"),
+    (["train", "--ppo.gamma", "1.5"], "gamma = 1.5"),
 ])
 def test_bad_input_fails_before_compiling(argv, match, capsys, no_compile):
     _fails(argv, capsys, match)
