@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl import agent as agent_lib
-from jaxrl import loop, rollout, wrappers
+from jaxrl import loop, parallel, rollout, wrappers
 from jaxrl.logging import Logger
 
 
@@ -61,11 +61,10 @@ def make_evaluator(agent, env, spec, cfg: loop.TrainConfig):
     """jitted `(agent_state [S], key) -> eval metrics [S]`, deterministic policy."""
     length = cfg.episode_length or spec.episode_length
     eval_env = wrappers.wrap_for_eval(env, cfg.num_eval_envs, length, cfg.action_repeat)
-    num_steps = -(-length // 1)
 
     def one(state, key):
         policy = lambda obs, k: agent.act(state, obs, k, True)  # noqa: E731
-        return rollout.evaluate(eval_env, policy, key, num_steps)
+        return rollout.evaluate(eval_env, policy, key, length)
 
     return jax.jit(jax.vmap(one, in_axes=(0, None)))
 
@@ -84,7 +83,9 @@ def train(agent_name: str, env_name: str, cfg: loop.TrainConfig, agent_config,
     logger = Logger(run_dir, cfg.real_total_env_steps * cfg.num_seeds, progress)
     try:
         t0 = time.time()
-        runner = jax.jit(jax.vmap(init))(seed_keys(cfg), hps)
+        mesh = parallel.seed_mesh(cfg.num_seeds)
+        keys, hps = parallel.shard_members((seed_keys(cfg), hps), mesh)
+        runner = parallel.shard_members(jax.jit(jax.vmap(init))(keys, hps), mesh)
         compiled = jax.jit(jax.vmap(chunk)).lower(runner).compile()
         evaluator = make_evaluator(agent, env, spec, cfg) if cfg.num_eval_envs else None
         compile_s = time.time() - t0
