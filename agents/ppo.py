@@ -60,7 +60,7 @@ class PPOConfig:
     anneal_lr: bool = False
     """Decay the learning rate linearly to 0 over the run (as CleanRL's `anneal_lr`)."""
     desired_kl: float | None = None
-    """Adaptive learning rate (RSL-RL style, specs/ppo.md Sec. 6): after each minibatch step
+    """Adaptive learning rate (RSL-RL style): after each minibatch step
     `lr /= 1.5` if KL > 2 desired_kl, `lr *= 1.5` if KL < desired_kl / 2, within [1e-5, 1e-2].
     None keeps the learning rate fixed."""
     gae_mode: str = "bootstrap"
@@ -85,7 +85,8 @@ class PPOConfig:
     vf_coef: float = 0.5
     """Value loss coefficient; the loss is `0.5 * vf_coef * mean((G - V)^2)` as in Brax."""
     reward_scaling: float = 10.0
-    """Rewards are multiplied by this inside the loss (10 for DM Control, 1 for locomotion)."""
+    """Rewards are multiplied by this inside the loss (Brax: 10 for DM Control, 1 for
+    locomotion; the CPU preset uses 1)."""
 
 
 @struct.dataclass(kw_only=True)

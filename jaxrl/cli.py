@@ -13,6 +13,7 @@ import datetime
 import difflib
 import os
 import sys
+import warnings
 from typing import Annotated, Literal
 
 import tyro
@@ -91,6 +92,7 @@ def resolve(argv: list[str]):
 def train(argv: list[str]) -> None:
     """`jaxrl train ...`: resolve, train, print a one-line summary."""
     from jaxrl import runner
+    from jaxrl.envs import EnvAssetError
 
     try:
         args, agent_name, env_name, cfg, agent_cfg = resolve(argv)
@@ -101,7 +103,7 @@ def train(argv: list[str]) -> None:
                     "agent_config": dataclasses.asdict(agent_cfg)}
         result = runner.train(agent_name, env_name, cfg, agent_cfg, run_dir, args.progress,
                               resolved=resolved)
-    except ValueError as err:
+    except (ValueError, EnvAssetError) as err:
         sys.exit(f"error: {err}")
     final = result.records[-1]
     ret = final.get("eval/episode_return", final.get("episode/return", float("nan")))
@@ -141,7 +143,11 @@ def main(argv: list[str] | None = None) -> None:
     if argv and argv[0] == "train":
         return train(argv[1:])
     if argv and argv[0] == "list":
-        return tyro.cli(list_cmd, args=argv[1:], prog="jaxrl list")
+        try:
+            return tyro.cli(list_cmd, args=argv[1:], prog="jaxrl list")
+        except BrokenPipeError:  # `jaxrl list envs | head`
+            sys.stderr.close()
+            return None
     if argv and argv[0] not in ("-h", "--help"):
         close = difflib.get_close_matches(argv[0], list(COMMANDS), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
@@ -154,6 +160,7 @@ def main(argv: list[str] | None = None) -> None:
 def _quiet() -> None:
     """Silences library chatter (Warp module loads, absl) unless JAXRL_VERBOSE is set."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    warnings.filterwarnings("ignore", message="Brax System, piplines")
     try:
         import warp as wp
 

@@ -153,7 +153,9 @@ def _summarize(metrics: dict) -> dict:
     out = {"episode/count": count}
     for k, v in metrics.items():
         if k.startswith("episode/") and k.endswith("_sum"):
-            out[k[: -len("_sum")]] = v.sum() / jnp.maximum(count, 1.0)
+            # NaN, not 0, when no episode finished in this chunk.
+            out[k[: -len("_sum")]] = jnp.where(count > 0, v.sum() / jnp.maximum(count, 1.0),
+                                               jnp.nan)
         elif not k.startswith("episode/"):
             out[k] = v.mean()
     return out

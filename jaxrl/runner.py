@@ -83,6 +83,7 @@ def train(agent_name: str, env_name: str, cfg: loop.TrainConfig, agent_config,
     logger = Logger(run_dir, cfg.real_total_env_steps * cfg.num_seeds, progress)
     try:
         t0 = time.time()
+        logger.message("compiling (1-3 min for MJX envs on CPU) ...")
         mesh = parallel.seed_mesh(cfg.num_seeds)
         keys, hps = parallel.shard_members((seed_keys(cfg), hps), mesh)
         runner = parallel.shard_members(jax.jit(jax.vmap(init))(keys, hps), mesh)
