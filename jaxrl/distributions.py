@@ -57,3 +57,71 @@ def entropy(key: jax.Array, loc: jax.Array, scale: jax.Array) -> jax.Array:
 def mode(loc: jax.Array) -> jax.Array:
     """Deterministic action `tanh(loc)`."""
     return jnp.tanh(loc)
+
+
+# --- Truncated Gaussian on [low, high] (per dimension) ---------------------------------------
+# Standard results for the doubly truncated normal (e.g. Johnson, Kotz & Balakrishnan,
+# "Continuous Univariate Distributions", Vol. 1, Sec. 10.1): with alpha = (low - loc) / scale,
+# beta = (high - loc) / scale and Z = Phi(beta) - Phi(alpha),
+# pdf(x) = phi((x - loc) / scale) / (scale Z) on [low, high];
+# entropy = log(sqrt(2 pi e) scale Z) + (alpha phi(alpha) - beta phi(beta)) / (2 Z).
+# Shapes: all arguments broadcast to `[..., A]`; log-probs and entropies sum the last axis.
+
+
+def _trunc_bounds(loc, scale, low, high):
+    alpha, beta = (low - loc) / scale, (high - loc) / scale
+    cdf_a, cdf_b = jax.scipy.special.ndtr(alpha), jax.scipy.special.ndtr(beta)
+    return alpha, beta, cdf_a, cdf_b, jnp.maximum(cdf_b - cdf_a, 1e-12)
+
+
+def truncated_sample(key, loc, scale, low, high) -> jax.Array:
+    """Inverse-CDF sample of `N(loc, scale^2)` truncated to `[low, high]` (inside the bounds)."""
+    _, _, cdf_a, cdf_b, _ = _trunc_bounds(loc, scale, low, high)
+    tiny = jnp.finfo(jnp.float32).tiny
+    u = jax.random.uniform(key, jnp.shape(loc), minval=0.0, maxval=1.0)
+    p = jnp.clip(cdf_a + u * (cdf_b - cdf_a), tiny, 1.0 - 1e-7)
+    return jnp.clip(loc + scale * jax.scipy.special.ndtri(p), low, high)
+
+
+def truncated_log_prob(x, loc, scale, low, high) -> jax.Array:
+    """Log-density summed over the last axis; `-inf` outside `[low, high]`."""
+    _, _, _, _, z = _trunc_bounds(loc, scale, low, high)
+    y = (x - loc) / scale
+    lp = -0.5 * y * y - 0.5 * _LOG_2PI - jnp.log(scale) - jnp.log(z)
+    return jnp.sum(jnp.where((x >= low) & (x <= high), lp, -jnp.inf), axis=-1)
+
+
+def truncated_entropy(loc, scale, low, high) -> jax.Array:
+    """Closed-form differential entropy, summed over the last axis."""
+    alpha, beta, _, _, z = _trunc_bounds(loc, scale, low, high)
+    pdf = lambda t: jnp.exp(-0.5 * t * t - 0.5 * _LOG_2PI)  # noqa: E731
+    h = 0.5 * (_LOG_2PI + 1.0) + jnp.log(scale * z) + (alpha * pdf(alpha) - beta * pdf(beta)) / (
+        2.0 * z)
+    return jnp.sum(h, axis=-1)
+
+
+def truncated_mode(loc, low, high) -> jax.Array:
+    """The mode: `loc` clipped into `[low, high]`."""
+    return jnp.clip(loc, low, high)
+
+
+# --- FastDSAC-A target actions: mean-centred tanh truncation (specs/sac_family.md Sec. 4A) ---
+# Source: `luge66/FastDSAC` `fast_dsac/fastdsac_net.py`. `u ~ N(mu, sigma^2)`, `x = u - mu`,
+# `a' = mu + c tanh(x)` lies in `(mu - c, mu + c)`;
+# `log pi_c(a') = log N(u; mu, sigma) - sum_d log(c (1 - tanh(x_d)^2))`.
+
+
+def centred_tanh_sample(key, loc, scale, radius) -> tuple[jax.Array, jax.Array]:
+    """`(a', log_prob)` with `a' = loc + radius * tanh(u - loc)`, `u ~ N(loc, scale^2)`."""
+    u = sample(key, loc, scale)
+    return centred_tanh_action(u, loc, radius), centred_tanh_log_prob(u, loc, scale, radius)
+
+
+def centred_tanh_action(u, loc, radius) -> jax.Array:
+    return loc + radius * jnp.tanh(u - loc)
+
+
+def centred_tanh_log_prob(u, loc, scale, radius) -> jax.Array:
+    """`log N(u) - log |da'/du|` summed over the last axis (overflow-safe log-det)."""
+    log_det = tanh_log_det(u - loc) + jnp.log(radius)
+    return gaussian_log_prob(u, loc, scale) - jnp.sum(log_det, axis=-1)

@@ -49,6 +49,14 @@ class TrainConfig:
     """Independent seeds trained together (vmapped, one compile)."""
     env_impl: str | None = None
     """MJX implementation for Playground envs (`jax` or `warp`); None: `jax` on CPU."""
+    checkpoint_every: int = 1
+    """Save the whole run state every this many chunks (and always after the last), to
+    `<run_dir>/checkpoints/<chunk>`; `jaxrl train --resume RUN_DIR` continues from the latest."""
+    keep_checkpoints: int = 3
+    """Checkpoints kept on disk (older ones are deleted)."""
+    checkpoint_replay: bool = True
+    """Include an off-policy agent's replay buffer in checkpoints. False keeps them small, but
+    the buffer restarts empty on resume, so a resumed run is no longer bit-identical."""
 
     @property
     def env_steps_per_iteration(self) -> int:
@@ -66,7 +74,8 @@ class TrainConfig:
     def validate(self) -> None:
         """Raises ValueError naming the field to change."""
         for name in ("num_envs", "unroll_length", "unrolls_per_update", "total_env_steps",
-                     "num_chunks", "eval_every", "action_repeat", "num_seeds"):
+                     "num_chunks", "eval_every", "action_repeat", "num_seeds",
+                     "checkpoint_every", "keep_checkpoints"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}.")
         if self.num_eval_envs < 0:
@@ -83,6 +92,8 @@ class Runner:
     env_state: State
     key: jax.Array
     iteration: jax.Array
+    explore: object = ()
+    """Exploration state carried across env steps (agents with `init_explore`/`explore`)."""
 
 
 def make_env(base_env, cfg: TrainConfig):
@@ -98,25 +109,30 @@ def make_train(agent, base_env, spec, cfg: TrainConfig):
     def init(key, hp):
         key_agent, key_env, key_run = jax.random.split(key, 3)
         agent_state = agent.init(key_agent, spec, hp)
+        explore = (agent.init_explore(jax.random.fold_in(key_agent, 1), cfg.num_envs)
+                   if hasattr(agent, "init_explore") else ())
         return Runner(agent_state=agent_state, env_state=env.reset(key_env), key=key_run,
-                      iteration=jnp.zeros((), jnp.int32))
+                      iteration=jnp.zeros((), jnp.int32), explore=explore)
 
     def iteration(runner: Runner, _):
         key, key_roll, key_update = jax.random.split(runner.key, 3)
 
-        def policy(obs, k):
-            return agent.act(runner.agent_state, obs, k, False)
+        def policy(obs, k, carry, done):
+            if hasattr(agent, "explore"):
+                return agent.explore(runner.agent_state, obs, k, carry, done)
+            return (*agent.act(runner.agent_state, obs, k, False), carry)
 
-        def one_unroll(env_state, k):
-            return rollout_lib.rollout(env, policy, env_state, k, cfg.unroll_length)
+        def one_unroll(c, k):
+            return rollout_lib.rollout_carry(env, policy, c[0], c[1], k, cfg.unroll_length)
 
         keys = jax.random.split(key_roll, cfg.unrolls_per_update)
-        env_state, traj = jax.lax.scan(one_unroll, runner.env_state, keys)
+        (env_state, explore), traj = jax.lax.scan(
+            one_unroll, (runner.env_state, runner.explore), keys)
         traj = _merge_unrolls(traj)
         agent_state, metrics = agent.update(runner.agent_state, traj, key_update)
         metrics = dict(metrics, **_episode_sums(traj))
         runner = Runner(agent_state=agent_state, env_state=env_state, key=key,
-                        iteration=runner.iteration + 1)
+                        iteration=runner.iteration + 1, explore=explore)
         return runner, metrics
 
     def chunk(runner: Runner):

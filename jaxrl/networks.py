@@ -49,3 +49,147 @@ def flatten_obs(obs, keys: Sequence[str] | None = None) -> jax.Array:
         return obs
     names = list(keys) if keys else sorted(obs)
     return jnp.concatenate([obs[k].reshape(obs[k].shape[:-1] + (-1,)) for k in names], axis=-1)
+
+
+# --- FlashSAC-style normalized networks (specs/sac_family.md Sec. 5) -------------------------
+# Sources: Kim et al., "FlashSAC" (arXiv 2604.04539), `leeyngdo/FlashSAC`
+# `flash_rl/agents/flashSAC/{layer,network}.py`; SimbaV2 (arXiv 2502.15280) for the weight
+# projection. Kernels are flax `(in, out)`, so a unit's incoming weights are normalized over the
+# input axis (-2); ensembles add a leading axis, which the projection keeps.
+
+BN_MOMENTUM = 0.99  # flax convention; PyTorch momentum 0.01
+BN_EPS = 1e-5
+
+
+class UnitDense(nn.Module):
+    """Linear layer whose output units have unit-L2 incoming weights (re-projected by
+    `project_weights` after every optimizer step). Orthogonal init; bias optional."""
+
+    features: int
+    use_bias: bool = False
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        kernel = self.param("kernel", _unit_orthogonal, (x.shape[-1], self.features))
+        y = x @ kernel
+        if self.use_bias:
+            y = y + self.param("bias", nn.initializers.zeros, (self.features,))
+        return y
+
+
+def _unit_orthogonal(key, shape, dtype=jnp.float32):
+    w = nn.initializers.orthogonal()(key, shape, dtype)
+    return w / jnp.linalg.norm(w, axis=-2, keepdims=True)
+
+
+class NormalizedEncoder(nn.Module):
+    """FlashSAC encoder `[..., in] -> [..., hidden]`.
+
+    `BN(x) -> UnitDense(hidden)`, then `num_blocks` inverted-residual blocks
+    `x + ReLU(BN(W2 ReLU(BN(W1 x))))` with `W1: h -> expansion * h`, `W2: -> h`, then RMSNorm.
+    The input BatchNorm replaces the observation normalizer. Call with `train=True` and
+    `mutable=["batch_stats"]` to use and update batch statistics (BN momentum 0.99, eps 1e-5).
+    """
+
+    hidden: int
+    num_blocks: int = 2
+    expansion: int = 4
+    use_bias: bool = False
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
+        bn = lambda: nn.BatchNorm(use_running_average=not train, momentum=BN_MOMENTUM,  # noqa: E731
+                                  epsilon=BN_EPS)
+        x = UnitDense(self.hidden, self.use_bias)(bn()(x))
+        for _ in range(self.num_blocks):
+            y = nn.relu(bn()(UnitDense(self.hidden * self.expansion, self.use_bias)(x)))
+            x = x + nn.relu(bn()(UnitDense(self.hidden, self.use_bias)(y)))
+        return nn.RMSNorm()(x)
+
+
+def project_weights(variables):
+    """Re-projects normalized-network weights after an optimizer step (SimbaV2 / FlashSAC).
+
+    - `UnitDense` kernels: each output unit's incoming weights to unit L2 norm (axis -2).
+    - `BatchNorm` `(scale, bias)` jointly, and `RMSNorm` scales, to L2 norm `sqrt(d)`.
+    Leaves of other modules are returned unchanged. Works on ensembles (leading axis kept).
+
+    Args:
+        variables: a flax params pytree (nested dicts keyed by module names).
+    """
+    if not isinstance(variables, dict):
+        return variables
+    out = {}
+    for name, sub in variables.items():
+        if name.startswith("UnitDense") and "kernel" in sub:
+            k = sub["kernel"]
+            out[name] = dict(sub, kernel=k / jnp.linalg.norm(k, axis=-2, keepdims=True))
+        elif name.startswith("BatchNorm") and "scale" in sub:
+            d = sub["scale"].shape[-1]
+            both = jnp.concatenate([sub["scale"], sub["bias"]], axis=-1)
+            f = jnp.sqrt(d) / jnp.linalg.norm(both, axis=-1, keepdims=True)
+            out[name] = dict(sub, scale=sub["scale"] * f, bias=sub["bias"] * f)
+        elif name.startswith("RMSNorm") and "scale" in sub:
+            s = sub["scale"]
+            out[name] = dict(sub, scale=s * jnp.sqrt(s.shape[-1]) /
+                             jnp.linalg.norm(s, axis=-1, keepdims=True))
+        else:
+            out[name] = project_weights(sub)
+    return out
+
+
+class Torso(nn.Module):
+    """Shared feature extractor of the off-policy agents: an MLP (`norm=False`, every layer
+    activated) or a `NormalizedEncoder` (`norm=True`, width `hidden[0]`)."""
+
+    hidden: Sequence[int]
+    activation: str = "relu"
+    norm: bool = False
+    num_blocks: int = 2
+    layer_norm: bool = False
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
+        if self.norm:
+            return NormalizedEncoder(self.hidden[0], self.num_blocks)(x, train)
+        act = ACTIVATIONS[self.activation]
+        for size in self.hidden:
+            x = nn.Dense(size, kernel_init=nn.initializers.lecun_uniform())(x)
+            x = act(nn.LayerNorm()(x) if self.layer_norm else x)
+        return x
+
+
+class QHead(nn.Module):
+    """Critic on `concat(obs, action)`: `Torso` then a head.
+
+    `kind`: `scalar` -> `[..., 1]`; `categorical` -> `[..., num_atoms]` logits (C51);
+    `gaussian` -> `[..., 2]` = (mean, softplus std + 1e-4) of the DSAC-T return distribution.
+    """
+
+    hidden: Sequence[int]
+    kind: str = "scalar"
+    num_atoms: int = 101
+    activation: str = "relu"
+    norm: bool = False
+    num_blocks: int = 2
+    layer_norm: bool = False
+
+    @nn.compact
+    def __call__(self, obs, action, train: bool = False):
+        x = Torso(self.hidden, self.activation, self.norm, self.num_blocks, self.layer_norm)(
+            jnp.concatenate([obs, action], axis=-1), train)
+        if self.kind == "categorical":
+            return (UnitDense(self.num_atoms, use_bias=True)(x) if self.norm
+                    else nn.Dense(self.num_atoms)(x))
+        if self.kind == "gaussian":
+            mean = nn.Dense(1)(x)
+            std = jax.nn.softplus(nn.Dense(1)(x)) + 1e-4
+            return jnp.concatenate([mean, std], axis=-1)
+        return nn.Dense(1)(x)
+
+
+def ensemble(module_cls: type[nn.Module], num: int) -> type[nn.Module]:
+    """`num` independent copies of `module_cls` (params and batch stats stacked on axis 0;
+    outputs `[num, ...]`), as one vmapped module (spec Sec. 1.8: per-head BN)."""
+    return nn.vmap(module_cls, variable_axes={"params": 0, "batch_stats": 0},
+                   split_rngs={"params": True}, in_axes=None, out_axes=0, axis_size=num)

@@ -29,9 +29,28 @@ def rollout(env, policy: PolicyFn, state: State, key: jax.Array, unroll_length: 
         (under `env/<name>`).
     """
 
-    def step(carry, key_t):
-        s = carry
-        action, extras = policy(s.obs, key_t)
+    def with_carry(obs, k, carry, done):
+        return (*policy(obs, k), carry)
+
+    (state, _), traj = rollout_carry(env, with_carry, state, (), key, unroll_length)
+    return state, traj
+
+
+def rollout_carry(env, policy, state: State, carry, key: jax.Array, unroll_length: int):
+    """`rollout` for a policy with exploration state (zeta noise, per-env noise scales).
+
+    Args:
+        policy: `(obs, key, carry, done [N]) -> (action, extras, carry)`; `done` is 1 where
+            the env was just auto-reset (its observation starts a new episode).
+        carry: initial exploration state (any pytree).
+
+    Returns:
+        ((final env state, final carry), Transition `[T, N, ...]` as in `rollout`).
+    """
+
+    def step(c, key_t):
+        s, pc = c
+        action, extras, pc = policy(s.obs, key_t, pc, s.done)
         ns = env.step(s, action)
         extras = dict(extras, done=ns.done,
                       final_episode_return=ns.info["final_episode_return"],
@@ -40,9 +59,9 @@ def rollout(env, policy: PolicyFn, state: State, key: jax.Array, unroll_length: 
         tr = Transition(obs=s.obs, action=action, reward=ns.reward,
                         terminated=ns.info["terminated"], truncated=ns.info["truncated"],
                         next_obs=ns.info["final_obs"], extras=extras)
-        return ns, tr
+        return (ns, pc), tr
 
-    return jax.lax.scan(step, state, jax.random.split(key, unroll_length))
+    return jax.lax.scan(step, (state, carry), jax.random.split(key, unroll_length))
 
 
 def evaluate(env, policy: PolicyFn, key: jax.Array, num_steps: int) -> dict[str, jax.Array]:
