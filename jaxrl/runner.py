@@ -3,6 +3,13 @@
 Seeds run vmapped (`num_seeds` members, one compile). Compile time is measured apart from
 training time; `perf/sps` is the real env steps of one chunk (all seeds) over its wall time,
 evaluation excluded, as Brax's `training/sps`.
+
+With a run dir, the whole run state is checkpointed every `checkpoint_every` chunks and after
+the last (`jaxrl.checkpoint`); `resume(run_dir)` continues from the latest checkpoint and, on
+the same machine and backend, ends with the same params and metrics as an uninterrupted run.
+After each chunk a NaN guard checks the loss metrics and the params: a non-finite value stops
+the run with `NonFiniteError` before that state is logged or saved. SIGINT/SIGTERM between the
+first and the last chunk finish the current chunk, save it and raise `TrainingInterrupted`.
 """
 
 from __future__ import annotations
@@ -10,6 +17,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
+import sys
+import threading
 import time
 
 import jax
@@ -17,8 +27,26 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl import agent as agent_lib
-from jaxrl import loop, parallel, rollout, wrappers
-from jaxrl.logging import Logger
+from jaxrl import checkpoint, loop, parallel, rollout, wrappers
+from jaxrl.logging import Logger, read_jsonl
+
+
+class NonFiniteError(ValueError):
+    """A loss metric or a parameter became NaN or infinite; the run stopped before saving it."""
+
+
+class TrainingInterrupted(Exception):
+    """SIGINT/SIGTERM stopped training after a chunk; that chunk was checkpointed.
+
+    Attributes:
+        run_dir: the run dir (None when the run had none and nothing was saved).
+        chunk: chunks completed and saved.
+        signum: the signal received.
+    """
+
+    def __init__(self, message: str, run_dir: str | None, chunk: int, signum: int):
+        super().__init__(message)
+        self.run_dir, self.chunk, self.signum = run_dir, chunk, signum
 
 
 @dataclasses.dataclass
@@ -69,53 +97,179 @@ def make_evaluator(agent, env, spec, cfg: loop.TrainConfig):
     return jax.jit(jax.vmap(one, in_axes=(0, None)))
 
 
-def train(agent_name: str, env_name: str, cfg: loop.TrainConfig, agent_config,
-          run_dir: str | None = None, progress: bool = True, hp: dict | None = None,
-          resolved: dict | None = None) -> RunResult:
-    """Trains `num_seeds` seeds of one agent on one env; see the module docstring."""
+def train(
+    agent_name: str,
+    env_name: str,
+    cfg: loop.TrainConfig,
+    agent_config,
+    run_dir: str | None = None,
+    progress: bool = True,
+    hp: dict | None = None,
+    resolved: dict | None = None,
+) -> RunResult:
+    """Trains `num_seeds` seeds of one agent on one env; see the module docstring.
+
+    Args:
+        run_dir: folder for config.json, metrics, checkpoints and final params; None saves
+            nothing. It must not hold checkpoints already (use `resume`).
+        hp: float hyperparameters (default `agent.default_hp()`), the same for every seed.
+        resolved: extra keys for config.json (the CLI adds `preset`).
+
+    Raises:
+        ValueError: bad config, or `run_dir` already holds checkpoints (before compiling).
+        NonFiniteError: a loss metric or param became non-finite.
+        TrainingInterrupted: SIGINT/SIGTERM; the last completed chunk was saved.
+    """
+    if run_dir and checkpoint.existing_steps(run_dir):
+        raise checkpoint.CheckpointError(
+            f"{run_dir!r} already holds checkpoints (chunks "
+            f"{', '.join(map(str, checkpoint.existing_steps(run_dir)))}): continue it with "
+            f"`jaxrl train --resume {run_dir}` or choose another --run-dir."
+        )
     agent, env, spec = build(agent_name, env_name, cfg, agent_config)
-    init, chunk = loop.make_train(agent, env, spec, cfg)
-    hps = stack_hp(hp or agent.default_hp(), cfg.num_seeds)
+    hp = dict(hp or agent.default_hp())
+    resolved = checkpoint.resolved_config(
+        agent_name, env_name, cfg, agent_config, spec, hp, resolved
+    )
     if run_dir:
         os.makedirs(run_dir, exist_ok=True)
-        with open(os.path.join(run_dir, "config.json"), "w") as f:
-            json.dump(resolved or {}, f, indent=2, default=str)
+        with open(os.path.join(run_dir, checkpoint.CONFIG_FILE), "w") as f:
+            json.dump(resolved, f, indent=2, default=str)
+    init, _ = loop.make_train(agent, env, spec, cfg)
+
+    def start(mesh):
+        keys, hps = parallel.shard_members((seed_keys(cfg), stack_hp(hp, cfg.num_seeds)), mesh)
+        return jax.jit(jax.vmap(init))(keys, hps)
+
+    return _session(agent, env, spec, cfg, start, run_dir, progress, resolved)
+
+
+def resume(run_dir: str, progress: bool = True) -> RunResult:
+    """Continues the run in `run_dir` from its latest checkpoint with its saved config.
+
+    Metrics records after that checkpoint (a run killed between saves) are dropped from
+    `metrics.jsonl` and computed again, so the file ends as an uninterrupted run's would.
+
+    Raises:
+        checkpoint.CheckpointError: no run dir, config or checkpoint; unreadable checkpoint;
+            the run already finished (all before compiling).
+        NonFiniteError, TrainingInterrupted: as `train`.
+    """
+    resolved = checkpoint.read_config(run_dir)
+    agent_name, env_name, cfg, agent_config, hp = checkpoint.parse_config(resolved)
+    if not checkpoint.existing_steps(run_dir):
+        raise checkpoint.CheckpointError(f"no checkpoint in {run_dir!r}: nothing to resume.")
+    reader = checkpoint.Checkpointer(run_dir, read_only=True)
+    try:
+        step = reader.select()
+        meta = reader.restore_meta(step)
+        if step >= cfg.num_chunks:
+            raise checkpoint.CheckpointError(
+                f"the run in {run_dir!r} already finished (chunk {step} of {cfg.num_chunks})."
+            )
+        agent, env, spec = build(agent_name, env_name, cfg, agent_config)
+        state = checkpoint.restore_runner(reader, step, meta, agent, env, spec, cfg, hp)
+    finally:
+        reader.close()
+    records = list(meta["records"])
+    _rewrite_metrics(run_dir, records)
+    return _session(
+        agent,
+        env,
+        spec,
+        cfg,
+        lambda mesh: parallel.shard_members(state, mesh),
+        run_dir,
+        progress,
+        resolved,
+        records,
+    )
+
+
+def _rewrite_metrics(run_dir: str, records: list[dict]) -> None:
+    """Keeps the first `len(records)` lines of metrics.jsonl (atomically)."""
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.exists(path) or len(read_jsonl(path)) == len(records):
+        return
+    with open(path) as f:
+        lines = [line for line in f if line.strip()][: len(records)]
+    with open(path + ".tmp", "w") as f:
+        f.writelines(lines)
+    os.replace(path + ".tmp", path)
+
+
+def _session(agent, env, spec, cfg, start, run_dir, progress, resolved, records=()):
+    """Compiles, runs the chunks after `len(records)`, saves final params and summary."""
+    _, chunk = loop.make_train(agent, env, spec, cfg)
+    saver = (
+        checkpoint.Checkpointer(run_dir, cfg.keep_checkpoints, cfg.checkpoint_replay)
+        if run_dir
+        else None
+    )
     logger = Logger(run_dir, cfg.real_total_env_steps * cfg.num_seeds, progress)
     try:
         t0 = time.time()
         logger.message("compiling (1-3 min for MJX envs on CPU) ...")
         mesh = parallel.seed_mesh(cfg.num_seeds)
-        keys, hps = parallel.shard_members((seed_keys(cfg), hps), mesh)
-        runner = parallel.shard_members(jax.jit(jax.vmap(init))(keys, hps), mesh)
+        runner = parallel.shard_members(start(mesh), mesh)
         compiled = jax.jit(jax.vmap(chunk)).lower(runner).compile()
         evaluator = make_evaluator(agent, env, spec, cfg) if cfg.num_eval_envs else None
         compile_s = time.time() - t0
-        logger.message(f"compiled in {compile_s:.1f} s; {cfg.real_total_env_steps:,} env steps "
-                       f"per seed x {cfg.num_seeds} seed(s)")
-        runner, records, train_s = _run_chunks(compiled, evaluator, runner, cfg, logger)
+        logger.message(
+            f"compiled in {compile_s:.1f} s; {cfg.real_total_env_steps:,} env steps "
+            f"per seed x {cfg.num_seeds} seed(s)"
+        )
+        with _StopOnSignal() as stop:
+            runner, records, train_s = _run_chunks(
+                compiled, evaluator, runner, cfg, logger, saver, list(records), stop, resolved
+            )
     finally:
         logger.close()
+        if saver:
+            saver.wait()
+            saver.close()
     steps = cfg.real_total_env_steps * cfg.num_seeds
     if run_dir:
         save_params(os.path.join(run_dir, "final_params"), runner.agent_state.params)
         with open(os.path.join(run_dir, "summary.json"), "w") as f:
-            json.dump({"compile_seconds": compile_s, "train_seconds": train_s, "env_steps": steps,
-                       "final": records[-1] if records else {}}, f, indent=2)
+            json.dump(
+                {
+                    "compile_seconds": compile_s,
+                    "train_seconds": train_s,
+                    "env_steps": steps,
+                    "final": records[-1] if records else {},
+                },
+                f,
+                indent=2,
+            )
     return RunResult(runner, records, compile_s, train_s, steps, run_dir)
 
 
-def _run_chunks(compiled, evaluator, runner, cfg, logger):
-    records, train_s = [], 0.0
+def _run_chunks(
+    compiled, evaluator, runner, cfg, logger, saver=None, records=None, stop=None, resolved=None
+):
+    """Runs chunks `len(records) + 1 .. num_chunks`; returns (runner, records, train seconds).
+
+    The eval key of chunk i is `fold_in(PRNGKey(seed + 10_000), i)`, so a resumed run
+    evaluates as the uninterrupted one did.
+    """
+    records = list(records or [])
+    train_s = float(records[-1]["wall_time"]) if records else 0.0
     steps_per_chunk = cfg.iterations_per_chunk * cfg.env_steps_per_iteration * cfg.num_seeds
     eval_key = jax.random.PRNGKey(cfg.seed + 10_000)
-    for i in range(cfg.num_chunks):
+    for i in range(len(records), cfg.num_chunks):
         t = time.time()
-        runner, metrics = compiled(runner)
+        new, metrics = compiled(runner)
         metrics = jax.device_get(metrics)
         dt = time.time() - t
-        train_s += dt
-        rec = {"chunk": i + 1, "env_steps": steps_per_chunk * (i + 1), "wall_time": train_s,
-               "perf/sps": steps_per_chunk / dt}
+        _check_finite(metrics, new, i + 1, cfg, steps_per_chunk, saver)
+        runner, train_s = new, train_s + dt
+        rec = {
+            "chunk": i + 1,
+            "env_steps": steps_per_chunk * (i + 1),
+            "wall_time": train_s,
+            "perf/sps": steps_per_chunk / dt,
+        }
         rec.update({k: float(np.mean(v)) for k, v in metrics.items()})
         last = i + 1 == cfg.num_chunks
         if evaluator is not None and ((i + 1) % cfg.eval_every == 0 or last):
@@ -124,7 +278,109 @@ def _run_chunks(compiled, evaluator, runner, cfg, logger):
             rec["eval/episode_return_per_seed"] = [float(x) for x in ev["eval/episode_return"]]
         logger.log(rec)
         records.append(rec)
+        interrupted = stop is not None and stop.signum is not None and not last
+        if saver and ((i + 1) % cfg.checkpoint_every == 0 or last or interrupted):
+            saver.save(i + 1, runner, records, resolved or {})
+        if interrupted:
+            raise _interrupted(saver, i + 1, cfg, stop.signum)
     return runner, records, train_s
+
+
+def _interrupted(saver, chunk: int, cfg, signum: int) -> TrainingInterrupted:
+    name = signal.Signals(signum).name
+    if saver is None:
+        return TrainingInterrupted(
+            f"interrupted by {name} after chunk {chunk} of "
+            f"{cfg.num_chunks} (no run dir: nothing saved).",
+            None,
+            chunk,
+            signum,
+        )
+    saver.wait()
+    return TrainingInterrupted(
+        f"interrupted by {name} after chunk {chunk} of {cfg.num_chunks}; checkpoint saved in "
+        f"{os.path.join(saver.directory, str(chunk))}. Resume with: jaxrl train --resume "
+        f"{saver.run_dir}",
+        saver.run_dir,
+        chunk,
+        signum,
+    )
+
+
+@jax.jit
+def _finite_leaves(tree):
+    """Per-leaf `[S]` booleans: every entry of seed s is finite (float leaves only)."""
+
+    def ok(x):
+        if not jnp.issubdtype(x.dtype, jnp.inexact):
+            return jnp.ones(x.shape[:1], bool)
+        return jnp.isfinite(x).reshape(x.shape[0], -1).all(axis=1)
+
+    return jax.tree.map(ok, tree)
+
+
+def _check_finite(metrics: dict, runner, chunk: int, cfg, steps_per_chunk: int, saver) -> None:
+    """Raises NonFiniteError naming the first non-finite loss metric or param leaf (and seed)."""
+    bad = None
+    for name in sorted(metrics):
+        values = np.asarray(metrics[name]).reshape(-1)
+        if "loss" in name and not np.isfinite(values).all():
+            bad = f"loss metric {name!r} (seed index {int(np.argmin(np.isfinite(values)))})"
+            break
+    if bad is None:
+        state = checkpoint.strip_replay(runner).agent_state
+        params = getattr(state, "params", state)
+        flags, _ = jax.tree_util.tree_flatten_with_path(jax.device_get(_finite_leaves(params)))
+        for path, ok in flags:
+            if not ok.all():
+                bad = (
+                    f"parameter params{jax.tree_util.keystr(path)} "
+                    f"(seed index {int(np.argmin(ok))})"
+                )
+                break
+    if bad is None:
+        return
+    if saver is not None:
+        saver.wait()
+    latest = saver.latest() if saver is not None else None
+    where = (
+        f"the latest good checkpoint is chunk {latest} in {saver.directory}"
+        if latest is not None
+        else "no checkpoint was saved"
+    )
+    raise NonFiniteError(
+        f"non-finite {bad} in chunk {chunk} of {cfg.num_chunks} (env steps "
+        f"{steps_per_chunk * (chunk - 1):,}-{steps_per_chunk * chunk:,}); the run stopped "
+        f"without logging or saving this chunk; {where}."
+    )
+
+
+class _StopOnSignal:
+    """Within the block, the first SIGINT/SIGTERM only sets `signum` (the chunk loop saves and
+    stops after the current chunk); a second one raises KeyboardInterrupt at once. Handlers
+    are installed from the main thread only and restored on exit."""
+
+    def __enter__(self):
+        self.signum = None
+        self._old = {}
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.signum is not None:
+            raise KeyboardInterrupt
+        self.signum = signum
+        sys.stderr.write(
+            f"\n{signal.Signals(signum).name}: saving after the current chunk, then "
+            "stopping (send it again to stop at once without saving)\n"
+        )
+
+    def __exit__(self, *exc):
+        for s, old in self._old.items():
+            signal.signal(s, old)
+        return False
 
 
 def save_params(path: str, params) -> None:

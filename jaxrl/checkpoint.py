@@ -1,0 +1,449 @@
+"""Checkpoints of whole runs (orbax) and loading them back: `Checkpointer`, `load_run`.
+
+A run dir holds:
+
+```
+config.json                  resolved config: agent, env, train, agent_config, hp, spec
+checkpoints/<chunk>/state    the `loop.Runner` (leading seed axis S): agent state (params,
+                             optimizer state, normalizer, hp, target nets, replay buffer),
+                             env state, RNG key, iteration counter
+checkpoints/<chunk>/meta     JSON: chunk index, the metrics records so far, resolved config,
+                             whether the replay buffer is included
+```
+
+Writes are atomic: orbax writes `<chunk>.orbax-checkpoint-tmp` and renames it to `<chunk>` only
+once every file is written (`commit_success.txt` last), so a write killed half-way never becomes
+a step and the previous checkpoint stays the latest. With `checkpoint_replay=False` the agent
+state's `buffer` attribute is left out and re-initialised empty on resume, so such a resume is
+not bit-identical to an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import types
+import typing
+from typing import Any
+
+import jax
+
+from jaxrl import loop
+from jaxrl.types import EnvSpec
+
+CHECKPOINT_DIR = "checkpoints"
+CONFIG_FILE = "config.json"
+REPLAY_FIELD = "buffer"
+FORMAT_VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A run dir or checkpoint that is missing, unreadable or does not match the request."""
+
+
+@dataclasses.dataclass
+class LoadedRun:
+    """A run rebuilt from its run dir (see `load_run`).
+
+    Attributes:
+        agent: the agent object (`jaxrl.agent.Agent`), built from the saved config.
+        env: the single (unbatched) env, `env_name`'s.
+        spec: its `EnvSpec`.
+        cfg: the run's `TrainConfig`.
+        agent_name: registered agent name.
+        env_name: the env loaded (the training env unless overridden).
+        agent_config: the agent's config dataclass.
+        runner: the restored `loop.Runner`, every leaf with a leading seed axis S.
+        run_dir: the run dir.
+        chunk: the chunk index of the checkpoint loaded (1-based: chunks completed).
+    """
+
+    agent: Any
+    env: Any
+    spec: EnvSpec
+    cfg: loop.TrainConfig
+    agent_name: str
+    env_name: str
+    agent_config: Any
+    runner: loop.Runner
+    run_dir: str
+    chunk: int
+
+
+# --- configs ------------------------------------------------------------------------------------
+
+
+def resolved_config(
+    agent_name: str,
+    env_name: str,
+    cfg: loop.TrainConfig,
+    agent_config,
+    spec: EnvSpec,
+    hp: dict,
+    extra: dict | None = None,
+) -> dict:
+    """The JSON-able resolved config saved as `config.json` and in every checkpoint.
+
+    Args:
+        extra: more keys to keep (the CLI adds `preset`); the computed keys win.
+    """
+    out = dict(extra or {})
+    out.update(
+        agent=agent_name,
+        env=env_name,
+        train=dataclasses.asdict(cfg),
+        agent_config=dataclasses.asdict(agent_config),
+        hp={k: float(v) for k, v in hp.items()},
+        spec={"obs_shape": _jsonify(spec.obs_shape), "action_size": spec.action_size},
+    )
+    return out
+
+
+def read_config(run_dir: str) -> dict:
+    """Reads `<run_dir>/config.json`.
+
+    Raises:
+        CheckpointError: no such folder, no config.json, or config.json is not valid JSON.
+    """
+    if not os.path.isdir(run_dir):
+        raise CheckpointError(f"run dir {run_dir!r} does not exist.")
+    path = os.path.join(run_dir, CONFIG_FILE)
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{run_dir!r} has no {CONFIG_FILE}: not a jaxrl run dir.")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"cannot read {path}: {err}") from err
+
+
+def parse_config(resolved: dict) -> tuple[str, str, loop.TrainConfig, Any, dict | None]:
+    """(agent name, env name, TrainConfig, agent config, hp or None) from a resolved config.
+
+    Raises:
+        CheckpointError: a key is missing or a field is unknown (config from another version).
+        jaxrl.agent.UnknownAgentError: the agent is not registered.
+    """
+    from jaxrl import agent as agent_lib
+
+    missing = [k for k in ("agent", "env", "train", "agent_config") if k not in resolved]
+    if missing:
+        raise CheckpointError(
+            f"{CONFIG_FILE} lacks {', '.join(missing)}: it was not written "
+            "by `jaxrl train` (or by an older version that did not save it)."
+        )
+    config_cls = agent_lib.lookup(resolved["agent"])[1]
+    cfg = config_from_dict(loop.TrainConfig, resolved["train"])
+    agent_config = config_from_dict(config_cls, resolved["agent_config"])
+    return resolved["agent"], resolved["env"], cfg, agent_config, resolved.get("hp")
+
+
+def config_from_dict(cls: type, data: dict):
+    """Rebuilds a (frozen) config dataclass from its `dataclasses.asdict` JSON form.
+
+    Lists that JSON made of tuples become tuples again, nested dataclasses are rebuilt, and
+    ints stored for float fields become floats, following the field type hints.
+
+    Raises:
+        CheckpointError: `data` names a field that `cls` does not have.
+    """
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise CheckpointError(
+            f"saved {cls.__name__} has unknown fields {unknown}: it was "
+            "written by another version of jaxrl."
+        )
+    return cls(**{k: _coerce(hints[k], v) for k, v in data.items()})
+
+
+def _coerce(tp, value):
+    if value is None:
+        return None
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        for arg in args:
+            if arg is type(None):
+                continue
+            out = _coerce(arg, value)
+            if out is not value or isinstance(value, _plain_type(arg)):
+                return out
+        return value
+    if dataclasses.is_dataclass(tp) and isinstance(value, dict):
+        return config_from_dict(tp, value)
+    if (origin is tuple or tp is tuple) and isinstance(value, (list, tuple)):
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(args[0], v) for v in value)
+        if args:
+            return tuple(_coerce(a, v) for a, v in zip(args, value, strict=False))
+        return tuple(value)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _plain_type(tp) -> type | tuple:
+    origin = typing.get_origin(tp) or tp
+    return origin if isinstance(origin, type) else object
+
+
+def _jsonify(x):
+    if isinstance(x, dict):
+        return {k: _jsonify(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonify(v) for v in x]
+    return x
+
+
+# --- replay buffer ------------------------------------------------------------------------------
+
+
+def has_replay(runner: loop.Runner) -> bool:
+    """True when the agent state has a `buffer` attribute (off-policy replay)."""
+    return getattr(runner.agent_state, REPLAY_FIELD, None) is not None
+
+
+def strip_replay(runner: loop.Runner) -> loop.Runner:
+    """The runner with `agent_state.buffer` set to None (no leaves); unchanged without one."""
+    if not has_replay(runner):
+        return runner
+    return runner.replace(agent_state=runner.agent_state.replace(**{REPLAY_FIELD: None}))
+
+
+def fill_replay(runner: loop.Runner, buffer) -> loop.Runner:
+    """Puts `buffer` (for example a fresh empty one) back into a stripped runner."""
+    return runner.replace(agent_state=runner.agent_state.replace(**{REPLAY_FIELD: buffer}))
+
+
+# --- the checkpoint manager ---------------------------------------------------------------------
+
+
+class Checkpointer:
+    """Saves and restores run states under `<run_dir>/checkpoints/<chunk>` (orbax).
+
+    Args:
+        run_dir: the run dir.
+        keep: checkpoints kept (`TrainConfig.keep_checkpoints`); older ones are deleted on save.
+        replay: include the agent state's replay buffer (`TrainConfig.checkpoint_replay`).
+        read_only: open for reading only (never creates, deletes or cleans anything).
+    """
+
+    def __init__(self, run_dir: str, keep: int = 3, replay: bool = True, read_only: bool = False):
+        import orbax.checkpoint as ocp
+
+        self.run_dir = run_dir
+        self.directory = os.path.abspath(os.path.join(run_dir, CHECKPOINT_DIR))
+        self.replay = replay
+        self.read_only = read_only
+        # Not orbax's `read_only` option, which logs warnings on every open: a reader here never
+        # calls `save` (guarded below), keeps every step and cleans nothing up.
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=None if read_only else keep,
+            create=not read_only,
+            cleanup_tmp_directories=not read_only,
+        )
+        self._ocp = ocp
+        self._mgr = ocp.CheckpointManager(
+            self.directory, options=options, item_names=("state", "meta")
+        )
+
+    def steps(self) -> list[int]:
+        """Chunk indices of the complete checkpoints on disk, ascending."""
+        self._mgr.reload()
+        return sorted(self._mgr.all_steps())
+
+    def latest(self) -> int | None:
+        steps = self.steps()
+        return steps[-1] if steps else None
+
+    def select(self, chunk: int | None = None) -> int:
+        """`chunk` if saved, else the latest; raises CheckpointError when there is none."""
+        steps = self.steps()
+        if not steps:
+            raise CheckpointError(f"no checkpoint in {self.directory}.")
+        if chunk is None:
+            return steps[-1]
+        if chunk not in steps:
+            raise CheckpointError(
+                f"no checkpoint of chunk {chunk} in {self.directory}; "
+                f"saved chunks: {', '.join(map(str, steps))}."
+            )
+        return chunk
+
+    def save(self, chunk: int, runner: loop.Runner, records: list[dict], resolved: dict) -> None:
+        """Starts saving the state after `chunk` chunks (asynchronous; see `wait`).
+
+        Args:
+            chunk: chunks completed (the step name).
+            runner: the run state, leaves `[S, ...]`.
+            records: every metrics record so far (one per chunk).
+            resolved: the resolved config.
+        """
+        if self.read_only:
+            raise CheckpointError(f"{self.directory} was opened read-only.")
+        args = self._ocp.args
+        state = runner if self.replay else strip_replay(runner)
+        meta = {
+            "format": FORMAT_VERSION,
+            "chunk": chunk,
+            "records": records,
+            "config": resolved,
+            "replay": self.replay or not has_replay(runner),
+        }
+        self._mgr.save(
+            chunk,
+            args=args.Composite(state=args.StandardSave(state), meta=args.JsonSave(meta)),
+            force=True,
+        )
+
+    def restore_meta(self, chunk: int) -> dict:
+        """The JSON part of a checkpoint; CheckpointError when unreadable."""
+        args = self._ocp.args
+        try:
+            return self._mgr.restore(chunk, args=args.Composite(meta=args.JsonRestore())).meta
+        except Exception as err:  # noqa: BLE001  (orbax raises many types for broken files)
+            raise self._broken(chunk, err) from err
+
+    def restore_state(self, chunk: int, abstract: loop.Runner, replay: bool) -> loop.Runner:
+        """The runner of checkpoint `chunk` (buffer None when it was saved without replay).
+
+        Args:
+            abstract: `jax.eval_shape` of a fresh runner (shapes, dtypes, structure).
+            replay: whether the checkpoint holds the replay buffer (its meta's `replay`).
+        """
+        args = self._ocp.args
+        target = abstract if replay else strip_replay(abstract)
+        try:
+            out = self._mgr.restore(chunk, args=args.Composite(state=args.StandardRestore(target)))
+        except Exception as err:  # noqa: BLE001
+            raise self._broken(chunk, err) from err
+        return out.state
+
+    def _broken(self, chunk: int, err: Exception) -> CheckpointError:
+        others = [s for s in self.steps() if s != chunk]
+        hint = (
+            f" Other saved chunks: {', '.join(map(str, others))}; move the broken folder "
+            "aside to use the previous one."
+            if others
+            else ""
+        )
+        return CheckpointError(
+            f"checkpoint {os.path.join(self.directory, str(chunk))} cannot be "
+            f"read ({type(err).__name__}: {str(err)[:300]}).{hint}"
+        )
+
+    def wait(self) -> None:
+        """Blocks until pending saves are on disk."""
+        self._mgr.wait_until_finished()
+
+    def close(self) -> None:
+        self._mgr.close()
+
+
+def existing_steps(run_dir: str) -> list[int]:
+    """Chunk indices of the checkpoints in a run dir (empty when there is none); read-only."""
+    if not os.path.isdir(os.path.join(run_dir, CHECKPOINT_DIR)):
+        return []
+    ckpt = Checkpointer(run_dir, read_only=True)
+    try:
+        return ckpt.steps()
+    finally:
+        ckpt.close()
+
+
+# --- rebuilding a run ---------------------------------------------------------------------------
+
+
+def abstract_runner(agent, env, spec: EnvSpec, cfg: loop.TrainConfig, hp: dict | None):
+    """(`jax.eval_shape` of the `[S]` initial runner, init fn, `[S, 2]` keys, `[S]` hps)."""
+    from jaxrl import runner as runner_lib
+
+    init, _ = loop.make_train(agent, env, spec, cfg)
+    keys = runner_lib.seed_keys(cfg)
+    hps = runner_lib.stack_hp(hp or agent.default_hp(), cfg.num_seeds)
+    return jax.eval_shape(jax.vmap(init), keys, hps), init, keys, hps
+
+
+def restore_runner(
+    ckpt: Checkpointer,
+    chunk: int,
+    meta: dict,
+    agent,
+    env,
+    spec: EnvSpec,
+    cfg: loop.TrainConfig,
+    hp: dict | None,
+) -> loop.Runner:
+    """Restores checkpoint `chunk` into a runner for (agent, env, cfg); an empty replay buffer
+    (from a fresh `init`) replaces one that was not saved."""
+    abstract, init, keys, hps = abstract_runner(agent, env, spec, cfg, hp)
+    replay = bool(meta.get("replay", True))
+    state = ckpt.restore_state(chunk, abstract, replay)
+    if not replay and has_replay(abstract):
+        fresh = jax.jit(jax.vmap(init))(keys, hps)
+        state = fill_replay(state, fresh.agent_state.buffer)
+    return state
+
+
+def check_spec(resolved: dict, spec: EnvSpec, env_name: str) -> None:
+    """Raises CheckpointError when `spec` does not fit the observation/action sizes trained on."""
+    saved = resolved.get("spec")
+    if not saved:
+        return
+    got = {"obs_shape": _jsonify(spec.obs_shape), "action_size": spec.action_size}
+    if got != saved:
+        raise CheckpointError(
+            f"env {env_name!r} has observations {got['obs_shape']} and {got['action_size']} "
+            f"action(s), but the run trained on {resolved.get('env')!r} with observations "
+            f"{saved['obs_shape']} and {saved['action_size']} action(s)."
+        )
+
+
+def load_run(run_dir: str, chunk: int | None = None, env_name: str | None = None) -> LoadedRun:
+    """Rebuilds agent, env and runner of a run dir from its config.json and a checkpoint.
+
+    Args:
+        run_dir: a folder written by `jaxrl train` / `runner.train`.
+        chunk: the checkpoint to load (chunks completed); None loads the latest (the final
+            checkpoint of a finished run).
+        env_name: load this env instead of the training env (same observation and action
+            sizes), e.g. to evaluate on a variant.
+
+    Returns:
+        LoadedRun whose `runner` leaves have a leading seed axis S = `cfg.num_seeds`.
+
+    Raises:
+        CheckpointError: missing run dir, config or checkpoint, unreadable checkpoint, or an
+            env whose sizes do not match.
+        ValueError: unknown agent or env (subclasses of ValueError), invalid saved config.
+    """
+    from jaxrl import runner as runner_lib
+
+    resolved = read_config(run_dir)
+    agent_name, train_env, cfg, agent_config, hp = parse_config(resolved)
+    env_name = env_name or train_env
+    if not os.path.isdir(os.path.join(run_dir, CHECKPOINT_DIR)):
+        raise CheckpointError(f"no checkpoint in {run_dir!r} (no {CHECKPOINT_DIR}/ folder).")
+    ckpt = Checkpointer(run_dir, read_only=True)
+    try:
+        step = ckpt.select(chunk)
+        meta = ckpt.restore_meta(step)
+        agent, env, spec = runner_lib.build(agent_name, env_name, cfg, agent_config)
+        check_spec(resolved, spec, env_name)
+        state = restore_runner(ckpt, step, meta, agent, env, spec, cfg, hp)
+    finally:
+        ckpt.close()
+    return LoadedRun(
+        agent=agent,
+        env=env,
+        spec=spec,
+        cfg=cfg,
+        agent_name=agent_name,
+        env_name=env_name,
+        agent_config=agent_config,
+        runner=state,
+        run_dir=run_dir,
+        chunk=step,
+    )
