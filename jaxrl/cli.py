@@ -31,6 +31,9 @@ class CommonArgs:
     """Env name (`jaxrl list envs`)."""
     run_dir: str | None = None
     """Output folder (config, metrics.jsonl, TensorBoard, final params); default runs/<name>."""
+    resume: str | None = None
+    """Continue the run in this folder from its latest checkpoint, with its saved config.json
+    (other flags may only repeat the saved values)."""
     progress: bool = True
     """Show the progress bar."""
 
@@ -89,22 +92,80 @@ def resolve(argv: list[str]):
     return args, args.agent, args.env, args.train, getattr(args, args.agent.replace("-", "_"))
 
 
+def _agent_names() -> tuple[str, ...]:
+    from jaxrl import agent as agent_lib
+
+    return agent_lib.list_agents()
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def resolve_resume(argv: list[str]) -> tuple[str, bool]:
+    """Parses `jaxrl train --resume RUN_DIR [...]` into (run dir, progress).
+
+    The run continues with its saved config.json; other flags may only repeat saved values.
+
+    Raises:
+        ValueError: missing run dir or config (`checkpoint.CheckpointError`), or a flag that
+            differs from the saved config (`--agent sac` on a PPO run), before compiling.
+        SystemExit: unknown flags (tyro's message).
+    """
+    from jaxrl import checkpoint
+
+    run_dir = _flag_value(argv, "--resume")
+    resolved = checkpoint.read_config(run_dir)
+    agent_name, env_name, cfg, agent_cfg, _ = checkpoint.parse_config(resolved)
+    group = agent_name.replace("-", "_")
+    saved = _args_type()(preset=resolved.get("preset", DEFAULT_PRESET), agent=agent_name,
+                         env=env_name, run_dir=run_dir, resume=run_dir, train=cfg,
+                         **{group: agent_cfg})
+    args = tyro.cli(type(saved), default=saved, args=argv, prog="jaxrl train")
+    diffs = [f"--{k.replace('_', '-')} {getattr(args, k)} (saved: {getattr(saved, k)})"
+             for k in ("preset", "agent", "env", "run_dir")
+             if getattr(args, k) != getattr(saved, k)]
+    groups = [("", "train")] + [(f"{n}.", n.replace("-", "_")) for n in _agent_names()]
+    for prefix, attr in groups:
+        new, old = getattr(args, attr), getattr(saved, attr)
+        diffs += [f"--{prefix}{f.name.replace('_', '-')} {getattr(new, f.name)} (saved: "
+                  f"{getattr(old, f.name)})" for f in dataclasses.fields(old)
+                  if getattr(new, f.name) != getattr(old, f.name)]
+    if diffs:
+        raise ValueError(f"--resume continues {run_dir} with its saved config.json, but "
+                         f"{'; '.join(diffs)}. Drop these flags, or start a new run in another "
+                         "--run-dir.")
+    return run_dir, args.progress
+
+
 def train(argv: list[str]) -> None:
-    """`jaxrl train ...`: resolve, train, print a one-line summary."""
+    """`jaxrl train ...` (or `--resume RUN_DIR`): resolve, train, print a one-line summary."""
     from jaxrl import runner
     from jaxrl.envs import EnvAssetError
 
     try:
-        args, agent_name, env_name, cfg, agent_cfg = resolve(argv)
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_dir = args.run_dir or os.path.join("runs", f"{agent_name}-{env_name}-{stamp}")
-        resolved = {"agent": agent_name, "env": env_name, "preset": args.preset,
-                    "train": dataclasses.asdict(cfg),
-                    "agent_config": dataclasses.asdict(agent_cfg)}
-        result = runner.train(agent_name, env_name, cfg, agent_cfg, run_dir, args.progress,
-                              resolved=resolved)
+        if _flag_value(argv, "--resume") is not None:
+            run_dir, progress = resolve_resume(argv)
+            result = runner.resume(run_dir, progress)
+        else:
+            args, agent_name, env_name, cfg, agent_cfg = resolve(argv)
+            stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+            run_dir = args.run_dir or os.path.join("runs", f"{agent_name}-{env_name}-{stamp}")
+            result = runner.train(agent_name, env_name, cfg, agent_cfg, run_dir, args.progress,
+                                  resolved={"preset": args.preset})
     except (ValueError, EnvAssetError) as err:
         sys.exit(f"error: {err}")
+    except runner.TrainingInterrupted as err:
+        print(str(err), file=sys.stderr)
+        sys.exit(128 + err.signum)
+    except KeyboardInterrupt:
+        print("interrupted (nothing saved after the latest checkpoint)", file=sys.stderr)
+        sys.exit(130)
     final = result.records[-1]
     ret = final.get("eval/episode_return", final.get("episode/return", float("nan")))
     print(f"done: {result.env_steps:,} env steps in {result.train_seconds:.1f} s training "
@@ -132,7 +193,58 @@ def list_cmd(what: Annotated[Literal["envs", "agents", "presets"], tyro.conf.Pos
                   f"num_envs={p.train.num_envs:<5d} {p.description}")
 
 
+@dataclasses.dataclass(frozen=True)
+class EvalArgs:
+    run_dir: Annotated[str, tyro.conf.Positional]
+    """Run folder written by `jaxrl train`."""
+    episodes: int = 128
+    """Episodes per seed (one per parallel eval env)."""
+    env: str | None = None
+    """Evaluate on this env instead of the training env (same observation and action sizes)."""
+    seed_index: int | None = None
+    """Evaluate only this seed of the run (0-based); default: every seed."""
+    chunk: int | None = None
+    """Checkpoint to load (chunks completed); default: the latest (a finished run's final one)."""
+    seed: int = 0
+    """PRNG seed of the evaluation episodes (initial states)."""
+
+
+def eval_cmd(argv: list[str]) -> None:
+    """`jaxrl eval RUN_DIR`: deterministic-policy return, length and success rate."""
+    from jaxrl import checkpoint, runner
+    from jaxrl.envs import EnvAssetError
+
+    args = tyro.cli(EvalArgs, args=argv, prog="jaxrl eval", description=COMMANDS["eval"])
+    try:
+        _, _, cfg, _, _ = checkpoint.parse_config(checkpoint.read_config(args.run_dir))
+        if args.episodes <= 0:
+            raise ValueError(f"--episodes must be positive, got {args.episodes}.")
+        if args.seed_index is not None and not 0 <= args.seed_index < cfg.num_seeds:
+            raise ValueError(f"--seed-index {args.seed_index} is out of range: the run has "
+                             f"{cfg.num_seeds} seed(s) (0..{cfg.num_seeds - 1}).")
+        loaded = checkpoint.load_run(args.run_dir, args.chunk, args.env)
+        ev = runner.evaluate_run(loaded, args.episodes, args.seed_index, args.seed)
+    except (ValueError, EnvAssetError) as err:
+        sys.exit(f"error: {err}")
+    seeds = [args.seed_index] if args.seed_index is not None else range(cfg.num_seeds)
+    print(f"{loaded.agent_name} on {loaded.env_name}, checkpoint of chunk {loaded.chunk} of "
+          f"{cfg.num_chunks} in {args.run_dir}; deterministic policy, {args.episodes} episodes "
+          "per seed")
+    for row, s in enumerate(seeds):
+        print(f"seed {s}: " + _eval_line(runner.summarize_eval(ev, row)))
+    print("all:    " + _eval_line(runner.summarize_eval(ev)))
+
+
+def _eval_line(summary: dict) -> str:
+    line = (f"return {summary['return_mean']:.3f} +- {summary['return_std']:.3f} (mean +- std "
+            f"over {summary['num_episodes']:.0f} episodes), length {summary['length_mean']:.1f}")
+    if "success_rate" in summary:
+        line += f", success rate {summary['success_rate']:.3f}"
+    return line
+
+
 COMMANDS = {"train": "Train an agent on an env (default: PPO on CartpoleBalance, CPU preset).",
+            "eval": "Evaluate a run's latest checkpoint with the deterministic policy.",
             "list": "List registered envs, agents or presets."}
 
 
@@ -142,6 +254,8 @@ def main(argv: list[str] | None = None) -> None:
         _quiet()
     if argv and argv[0] == "train":
         return train(argv[1:])
+    if argv and argv[0] == "eval":
+        return eval_cmd(argv[1:])
     if argv and argv[0] == "list":
         try:
             return tyro.cli(list_cmd, args=argv[1:], prog="jaxrl list")

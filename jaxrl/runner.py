@@ -97,6 +97,55 @@ def make_evaluator(agent, env, spec, cfg: loop.TrainConfig):
     return jax.jit(jax.vmap(one, in_axes=(0, None)))
 
 
+def evaluate_run(
+    loaded: checkpoint.LoadedRun, num_episodes: int, seed_index: int | None = None, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """Deterministic-policy evaluation of a loaded run (`checkpoint.load_run`).
+
+    Args:
+        loaded: the run.
+        num_episodes: episodes per seed (one per parallel eval env).
+        seed_index: evaluate only this seed; None evaluates all S seeds.
+        seed: PRNG seed of the evaluation (initial states, env noise).
+
+    Returns:
+        `rollout.evaluate`'s metrics (`eval/episode_return`, `eval/episode_return_std`,
+        `eval/episode_length`, `eval/num_episodes`, `eval/<env metric>`) as float32 numpy
+        arrays `[S]`, or `[1]` with `seed_index`.
+    """
+    cfg = dataclasses.replace(loaded.cfg, num_eval_envs=num_episodes)
+    evaluator = make_evaluator(loaded.agent, loaded.env, loaded.spec, cfg)
+    state = loaded.runner.agent_state
+    if seed_index is not None:
+        state = jax.tree.map(lambda x: x[seed_index : seed_index + 1], state)
+    return jax.device_get(evaluator(state, jax.random.PRNGKey(seed)))
+
+
+def summarize_eval(ev: dict, row: int | None = None) -> dict[str, float]:
+    """Pools per-seed eval metrics `[S]` (or row `row` only) over all completed episodes.
+
+    Returns:
+        `return_mean`, `return_std` (over episodes, pooled across seeds), `length_mean`,
+        `num_episodes`, and `success_rate` when the env reports a `success` metric.
+    """
+    sel = slice(None) if row is None else slice(row, row + 1)
+    n = np.asarray(ev["eval/num_episodes"], np.float64)[sel]
+    total = max(float(n.sum()), 1.0)
+    mean = np.asarray(ev["eval/episode_return"], np.float64)[sel]
+    std = np.asarray(ev["eval/episode_return_std"], np.float64)[sel]
+    pooled = float((n * mean).sum() / total)
+    var = float((n * (np.square(std) + np.square(mean - pooled))).sum() / total)
+    out = {
+        "return_mean": pooled,
+        "return_std": var**0.5,
+        "num_episodes": float(n.sum()),
+        "length_mean": float((n * np.asarray(ev["eval/episode_length"])[sel]).sum() / total),
+    }
+    if "eval/success" in ev:
+        out["success_rate"] = float((n * np.asarray(ev["eval/success"])[sel]).sum() / total)
+    return out
+
+
 def train(
     agent_name: str,
     env_name: str,
