@@ -1,0 +1,392 @@
+"""Replay ring buffer: storage vs a numpy reference, validity, n-step windows, SWD, bf16, vmap."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl import replay, rollout, wrappers
+from jaxrl.envs import toy
+from jaxrl.types import Transition
+
+
+def _traj(obs, reward, terminated=None, truncated=None, next_obs=None, action=None):
+    """Transition[T, N] from numpy arrays (flags default to 0, next_obs to obs + 100)."""
+    reward = jnp.asarray(reward, jnp.float32)
+    zeros = jnp.zeros_like(reward)
+    obs = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), obs)
+    if next_obs is None:
+        next_obs = jax.tree.map(lambda x: x + 100.0, obs)
+    if action is None:
+        action = jnp.zeros(reward.shape + (1,), jnp.float32)
+    return Transition(
+        obs=obs,
+        action=jnp.asarray(action),
+        reward=jnp.asarray(reward),
+        terminated=jnp.asarray(zeros if terminated is None else terminated, jnp.float32),
+        truncated=jnp.asarray(zeros if truncated is None else truncated, jnp.float32),
+        next_obs=jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), next_obs),
+    )
+
+
+def _example(traj):
+    return jax.tree.map(lambda x: x[0], traj)
+
+
+class NumpyRing:
+    """Plain reference ring buffer over rows of N envs; obs is a dict {"a": [.., 2], "b": [..]}."""
+
+    def __init__(self, c, n):
+        self.c, self.pos, self.size, self.clock = c, 0, 0, 0
+        self.rows = {
+            k: np.zeros((c, n) + s, np.float32)
+            for k, s in [
+                ("a", (2,)),
+                ("b", ()),
+                ("action", (1,)),
+                ("reward", ()),
+                ("terminated", ()),
+                ("truncated", ()),
+                ("na", (2,)),
+                ("nb", ()),
+            ]
+        }
+        self.write_time = np.full(c, -1, np.int64)
+
+    def add(self, tr):
+        for t in range(tr.reward.shape[0]):
+            src = {
+                "a": tr.obs["a"],
+                "b": tr.obs["b"],
+                "action": tr.action,
+                "reward": tr.reward,
+                "terminated": tr.terminated,
+                "truncated": tr.truncated,
+                "na": tr.next_obs["a"],
+                "nb": tr.next_obs["b"],
+            }
+            for k, v in src.items():
+                self.rows[k][self.pos] = np.asarray(v[t])
+            self.write_time[self.pos] = self.clock
+            self.pos, self.clock = (self.pos + 1) % self.c, self.clock + 1
+            self.size = min(self.size + 1, self.c)
+
+    def nstep(self, row, env, n_step, gamma):
+        """(reward, discount, last row, n) of the window starting at `row`, by a plain loop."""
+        newest = (self.pos - 1) % self.c
+        total = 0.0
+        for k in range(n_step):
+            r = (row + k) % self.c
+            total += gamma**k * self.rows["reward"][r, env]
+            term, trunc = self.rows["terminated"][r, env], self.rows["truncated"][r, env]
+            if term or trunc or r == newest:
+                break
+        return total, gamma ** (k + 1) * (1.0 - term), r, k + 1
+
+
+def _random_traj(rng, t, n, clock):
+    """Rows whose obs["b"] = write index * 10 + env (identifies the stored row)."""
+    idx = (clock + np.arange(t))[:, None] * 10.0 + np.arange(n)[None]
+    obs = {"a": rng.normal(size=(t, n, 2)), "b": idx}
+    nxt = {"a": rng.normal(size=(t, n, 2)), "b": idx + 0.5}
+    return _traj(
+        obs,
+        rng.normal(size=(t, n)),
+        rng.random((t, n)) < 0.15,
+        rng.random((t, n)) < 0.15,
+        nxt,
+        rng.normal(size=(t, n, 1)),
+    )
+
+
+def test_storage_matches_numpy_reference_and_nstep_windows_match_loop():
+    c, n, gamma, n_step = 7, 3, 0.9, 3
+    rng = np.random.default_rng(0)
+    ref = NumpyRing(c, n)
+    state = None
+    add, sample = (
+        jax.jit(replay.add),
+        jax.jit(replay.sample, static_argnames=("batch_size", "n_step")),
+    )
+    for i, t in enumerate([1, 3, 7, 2, 5, 1, 6, 4, 7]):
+        tr = _random_traj(rng, t, n, ref.clock)
+        if state is None:
+            state = replay.init(_example(tr), c)
+        state = add(state, tr)
+        ref.add(tr)
+        assert (int(state.pos), int(state.size), int(state.clock)) == (ref.pos, ref.size, ref.clock)
+        np.testing.assert_array_equal(state.write_time, ref.write_time)
+        d = state.data
+        for key, got in [
+            ("a", d["obs"]["a"]),
+            ("b", d["obs"]["b"]),
+            ("action", d["action"]),
+            ("reward", d["reward"]),
+            ("terminated", d["terminated"]),
+            ("truncated", d["truncated"]),
+            ("na", d["next_obs"]["a"]),
+            ("nb", d["next_obs"]["b"]),
+        ]:
+            np.testing.assert_array_equal(got, ref.rows[key], err_msg=key)
+        assert int(replay.num_transitions(state)) == ref.size * n
+
+        batch = sample(state, jax.random.PRNGKey(i), batch_size=256, n_step=n_step, gamma=gamma)
+        batch = jax.tree.map(np.asarray, batch)
+        ids = np.asarray(batch.obs["b"]).astype(np.int64)
+        write_idx, env = ids // 10, ids % 10
+        assert np.all(write_idx >= ref.clock - ref.size) and np.all(write_idx < ref.clock)
+        for j in range(256):
+            want = ref.nstep(write_idx[j] % c, env[j], n_step, gamma)
+            np.testing.assert_allclose(batch.reward[j], want[0], rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(batch.discount[j], want[1], rtol=1e-6)
+            assert int(batch.n[j]) == want[3]
+            assert float(batch.next_obs["b"][j]) == ref.rows["nb"][want[2], env[j]]
+            assert float(batch.terminated[j]) == ref.rows["terminated"][want[2], env[j]]
+            assert float(batch.truncated[j]) == ref.rows["truncated"][want[2], env[j]]
+            np.testing.assert_array_equal(
+                batch.action[j], ref.rows["action"][write_idx[j] % c, env[j]]
+            )
+
+
+def test_add_validates_lengths_and_shapes():
+    tr = _traj(np.zeros((4, 2, 3)), np.zeros((4, 2)))
+    state = replay.init(_example(tr), 3)
+    with pytest.raises(ValueError, match="cannot add 4 rows"):
+        replay.add(state, tr)
+    bad = _traj(np.zeros((2, 2, 3)), np.zeros((2, 1)))
+    with pytest.raises(ValueError, match="does not match"):
+        replay.add(state, bad)
+    with pytest.raises(ValueError, match="capacity_per_env"):
+        replay.init(_example(tr), 0)
+
+
+@pytest.mark.parametrize("decay_steps", [0.0, 5.0, -5.0])
+def test_never_samples_unwritten_rows(decay_steps):
+    c, n = 50, 4
+    state = None
+    for written in (13, 50, 77):  # partly filled, exactly full, wrapped
+        t = written - (0 if state is None else int(state.clock))
+        idx = (np.arange(t) + written - t)[:, None] * 10.0 + np.arange(n) + 10.0  # write idx + 1
+        tr = _traj(idx[..., None], np.zeros((t, n)))
+        if state is None:
+            state = replay.init(_example(tr), c)
+        state = replay.add(state, tr)
+        batch = replay.sample(state, jax.random.PRNGKey(written), 10_000, decay_steps=decay_steps)
+        write_idx = np.asarray(batch.obs[:, 0]).astype(np.int64) // 10 - 1
+        valid = np.arange(max(0, written - c), written)
+        assert set(write_idx.tolist()) == set(valid.tolist())  # only written, and all of them
+        assert np.all(np.asarray(state.write_time)[write_idx % c] == write_idx)
+
+
+def test_uniform_sampling_is_uniform_over_rows_and_envs():
+    c, n, t = 20, 3, 8
+    idx = np.arange(t)[:, None] * 10.0 + np.arange(n)
+    tr = _traj(idx[..., None], np.zeros((t, n)))
+    state = replay.add(replay.init(_example(tr), c), tr)
+    batch = replay.sample(state, jax.random.PRNGKey(1), 240_000)
+    counts = np.bincount(np.asarray(batch.obs[:, 0]).astype(np.int64), minlength=80)
+    counts = counts[idx.astype(np.int64).ravel()]
+    np.testing.assert_allclose(counts / 240_000, 1 / (t * n), atol=0.003)
+
+
+def _line(rewards, terminated=None, truncated=None, final=None):
+    """One env; obs = step index; next_obs = index + 100 except `final` overrides."""
+    t = len(rewards)
+    nxt = np.arange(t, dtype=np.float32) + 100.0
+    if final is not None:
+        nxt[final[0]] = final[1]
+    col = lambda x: None if x is None else np.asarray(x, np.float32)[:, None]  # noqa: E731
+    return _traj(
+        np.arange(t, dtype=np.float32)[:, None, None],
+        col(rewards),
+        col(terminated),
+        col(truncated),
+        nxt[:, None, None],
+    )
+
+
+def _from_row(traj, row, n_step, gamma=0.9, capacity=10):
+    state = replay.add(replay.init(_example(traj), capacity), traj)
+    batch = replay.sample(state, jax.random.PRNGKey(0), 400, n_step=n_step, gamma=gamma)
+    pick = np.asarray(batch.obs[:, 0]) == row
+    assert pick.any()
+    out = jax.tree.map(lambda x: np.unique(np.asarray(x)[pick], axis=0), batch)
+    assert all(len(v) == 1 for v in jax.tree.leaves(out))  # same row -> same values
+    return jax.tree.map(lambda x: x[0], out)
+
+
+def test_nstep_hand_computed():
+    b = _from_row(_line([1, 1, 1, 1, 1]), 0, 3)  # plain 3-step
+    np.testing.assert_allclose([b.reward, b.discount], [2.71, 0.729], rtol=1e-6)
+    assert (b.next_obs[0], int(b.n), b.terminated, b.truncated) == (102.0, 3, 0.0, 0.0)
+
+    b = _from_row(_line([1, 1, 1, 1], terminated=[0, 1, 0, 0]), 0, 3)  # terminated after 2
+    np.testing.assert_allclose(b.reward, 1.9, rtol=1e-6)
+    assert (b.discount, int(b.n), b.terminated, b.next_obs[0]) == (0.0, 2, 1.0, 101.0)
+
+    b = _from_row(_line([1, 1, 1, 1], truncated=[0, 1, 0, 0], final=(1, 55.0)), 0, 3)
+    np.testing.assert_allclose([b.reward, b.discount], [1.9, 0.81], rtol=1e-6)
+    assert (b.next_obs[0], int(b.n), b.terminated, b.truncated) == (55.0, 2, 0.0, 1.0)
+
+    b = _from_row(_line([2, 1, 1], terminated=[0, 0, 1]), 0, 1)  # n = 1
+    np.testing.assert_allclose([b.reward, b.discount], [2.0, 0.9], rtol=1e-6)
+    assert (b.next_obs[0], int(b.n)) == (100.0, 1)
+
+    b = _from_row(_line([1, 1, 1, 1]), 2, 3, gamma=0.5)  # cut by the write head after 2 steps
+    np.testing.assert_allclose([b.reward, b.discount], [1.5, 0.25], rtol=1e-6)
+
+
+def test_nstep_window_stops_at_write_head_also_after_wraparound():
+    # Newest rows start windows: row 3 of 4 can only be a 1-step window (never reads row 0).
+    b = _from_row(_line([1, 1, 1, 1]), 3, 3, capacity=4)
+    assert (float(b.reward), int(b.n), b.next_obs[0]) == (1.0, 1, 103.0)
+    np.testing.assert_allclose(b.discount, 0.9, rtol=1e-6)
+    # Wrapped: 6 rows into capacity 4 keeps steps 2..5 in rows [4, 5, 2, 3]; pos = 2.
+    tr = _line([1, 2, 3, 4, 5, 6])
+    state = replay.add(
+        replay.add(replay.init(_example(tr), 4), jax.tree.map(lambda x: x[:4], tr)),
+        jax.tree.map(lambda x: x[4:], tr),
+    )
+    batch = replay.sample(state, jax.random.PRNGKey(3), 400, n_step=3, gamma=1.0)
+    start = np.asarray(batch.obs[:, 0]).astype(int)
+    assert set(start.tolist()) == {2, 3, 4, 5}
+    want = {2: (12.0, 3, 104.0), 3: (15.0, 3, 105.0), 4: (11.0, 2, 105.0), 5: (6.0, 1, 105.0)}
+    for s, r, n, nx in zip(start, batch.reward, batch.n, batch.next_obs[:, 0], strict=True):
+        assert (float(r), int(n), float(nx)) == want[s]
+
+
+def test_truncation_stored_with_final_obs_via_real_wrappers():
+    """Spec test 12 on DoneAfterK (never terminates here) with a time limit of 3."""
+    env = wrappers.wrap_for_training(toy.DoneAfterK(k=1000), num_envs=2, episode_length=3)
+    policy = lambda obs, key: (jnp.zeros((obs.shape[0], 1)), {})  # noqa: E731
+    state = env.reset(jax.random.PRNGKey(0))
+    _, tr = jax.jit(lambda s, k: rollout.rollout(env, policy, s, k, 8))(
+        state, jax.random.PRNGKey(1)
+    )
+    buf = replay.add(replay.init(_example(tr), 16), tr)
+    obs, nxt = np.asarray(buf.data["obs"][:8]), np.asarray(buf.data["next_obs"][:8])
+    trunc = np.asarray(buf.data["truncated"][:8])
+    np.testing.assert_array_equal(trunc[:, 0], [0, 0, 1, 0, 0, 1, 0, 0])
+    np.testing.assert_array_equal(buf.data["terminated"][:8], 0.0)
+    np.testing.assert_array_equal(nxt[..., 0], obs[..., 0] + 1)  # never a reset obs (t = 0)
+    np.testing.assert_array_equal(nxt[..., 1], obs[..., 1])  # same episode's x0
+    np.testing.assert_array_equal(nxt[trunc > 0][:, 0], 3.0)  # the true final obs
+    batch = replay.sample(buf, jax.random.PRNGKey(2), 2000, n_step=3, gamma=0.9)
+    steps = np.asarray(batch.next_obs[:, 0] - batch.obs[:, 0])
+    np.testing.assert_array_equal(steps, np.asarray(batch.n))
+    np.testing.assert_array_equal(batch.next_obs[:, 1], batch.obs[:, 1])
+    ended = np.asarray(batch.truncated) > 0
+    assert ended.any() and np.all(np.asarray(batch.next_obs[ended, 0]) == 3.0)
+    np.testing.assert_allclose(batch.discount, 0.9 ** np.asarray(batch.n), rtol=1e-6)  # mask 1
+
+
+def test_swd_weights_values():
+    age = jnp.array([0.0, 1000.0, 5000.0])
+    np.testing.assert_allclose(replay.swd_weights(age, 2000.0), [1.0, 0.5, 0.1], rtol=1e-6)
+    np.testing.assert_array_equal(replay.swd_weights(age, 0.0), [1.0, 1.0, 1.0])
+    np.testing.assert_allclose(replay.swd_weights(age, -2000.0), [0.1, 0.6, 1.0], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "decay_steps,probs", [(2000.0, [0.625, 0.3125, 0.0625]), (0.0, [1 / 3, 1 / 3, 1 / 3])]
+)
+def test_swd_sampling_probabilities(decay_steps, probs):
+    tr = _traj(np.arange(3, dtype=np.float32)[:, None, None], np.zeros((3, 1)))
+    state = replay.add(replay.init(_example(tr), 3), tr)
+    state = state.replace(
+        write_time=jnp.array([5000, 4000, 0], jnp.int32), clock=jnp.array(5001, jnp.int32)
+    )  # ages 0, 1000, 5000
+    batch = jax.jit(replay.sample, static_argnums=2, static_argnames="decay_steps")(
+        state, jax.random.PRNGKey(0), 1_000_000, decay_steps=decay_steps
+    )
+    freq = np.bincount(np.asarray(batch.obs[:, 0]).astype(np.int64), minlength=3) / 1e6
+    np.testing.assert_allclose(freq, probs, atol=0.002)
+
+
+def test_swd_sampling_large_buffer_follows_age_profile():
+    """200k wrapped rows: the exact integer CDF keeps per-age-band mass right."""
+    c, d = 200_000, 50_000.0
+    tr = _traj(np.zeros((c, 1, 1), np.float32), np.zeros((c, 1)))
+    state = replay.add(replay.init(_example(tr), c), tr)
+    state = replay.add(state, jax.tree.map(lambda x: x[: c // 3], tr))  # wrap; pos = c // 3
+    state = state.replace(
+        data=dict(
+            state.data, obs=(state.clock - 1 - state.write_time).astype(jnp.float32)[:, None, None]
+        )
+    )  # obs = age
+    batch = replay.sample(state, jax.random.PRNGKey(0), 1_000_000, decay_steps=d)
+    ages = np.asarray(batch.obs[:, 0])
+    w = np.maximum(0.1, 1 - np.arange(c) / d)
+    edges = np.array([0, 10_000, 25_000, 50_000, 100_000, c])
+    want = np.add.reduceat(w, edges[:-1]) / w.sum()
+    np.testing.assert_allclose(np.histogram(ages, edges)[0] / 1e6, want, atol=0.002)
+
+
+def test_bf16_storage_roundtrip():
+    rng = np.random.default_rng(0)
+    obs = {"x": rng.normal(size=(4, 2, 5)).astype(np.float32), "i": np.ones((4, 2), np.int32)}
+    tr = _traj(obs, np.zeros((4, 2)), next_obs=jax.tree.map(lambda x: x * 3, obs))
+    tr = tr.replace(
+        obs=dict(tr.obs, i=jnp.asarray(obs["i"])),
+        next_obs=dict(tr.next_obs, i=jnp.asarray(obs["i"] * 3)),
+    )
+    state = replay.add(replay.init(_example(tr), 4, obs_dtype=jnp.bfloat16), tr)
+    assert state.data["obs"]["x"].dtype == jnp.bfloat16
+    assert state.data["next_obs"]["x"].dtype == jnp.bfloat16
+    assert state.data["obs"]["i"].dtype == jnp.int32 and state.data["action"].dtype == jnp.float32
+    batch = replay.sample(state, jax.random.PRNGKey(0), 64)
+    assert batch.obs["x"].dtype == jnp.float32 and batch.next_obs["x"].dtype == jnp.float32
+    assert batch.obs["i"].dtype == jnp.int32
+    stored = np.asarray(state.data["obs"]["x"].astype(jnp.float32))
+    np.testing.assert_allclose(stored, obs["x"], rtol=2**-8)
+    assert not np.array_equal(stored, obs["x"])  # really rounded
+    np.testing.assert_allclose(
+        np.asarray(batch.next_obs["x"]) / 3, np.asarray(batch.obs["x"]), rtol=2**-7
+    )
+
+
+def test_vmap_over_seeds_jit_scan_and_cond():
+    """Two buffers (two seeds) filled and sampled in one jitted vmapped scan with a cond."""
+    n, c = 2, 5
+    example = _example(_traj(np.zeros((1, n, 1)), np.zeros((1, n))))
+
+    def run(key, gamma):
+        def body(buf, t):
+            obs = jnp.full((1, n, 1), t, jnp.float32) + jax.random.uniform(key)
+            tr = _traj(obs, jnp.ones((1, n)))
+            buf = replay.add(buf, tr)
+            r = jax.lax.cond(
+                buf.size >= 3,
+                lambda b: replay.sample(
+                    b, jax.random.fold_in(key, t), 8, n_step=2, gamma=gamma
+                ).reward.mean(),
+                lambda b: jnp.float32(-1.0),
+                buf,
+            )
+            return buf, r
+
+        return jax.lax.scan(body, replay.init(example, c), jnp.arange(7.0))
+
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    gammas = jnp.array([0.5, 0.9])
+    bufs, rewards = jax.jit(jax.vmap(run))(keys, gammas)
+    np.testing.assert_array_equal(bufs.size, [5, 5])
+    np.testing.assert_array_equal(bufs.clock, [7, 7])
+    np.testing.assert_array_equal(rewards[:, :2], -1.0)
+    assert bufs.data["obs"][0, 0, 0, 0] != bufs.data["obs"][1, 0, 0, 0]  # seeds differ
+    for i in range(2):  # each seed equals its unbatched run
+        one_buf, one_r = jax.jit(run)(keys[i], gammas[i])
+        np.testing.assert_array_equal(rewards[i], one_r)
+        np.testing.assert_array_equal(bufs.data["obs"][i], one_buf.data["obs"])
+    # Rewards are all 1: 2-step windows give 1 + gamma unless at the write head (then 1).
+    assert np.all((rewards[0, 2:] >= 1.0) & (rewards[0, 2:] <= 1.5))
+    assert np.all((rewards[1, 2:] >= 1.0) & (rewards[1, 2:] <= 1.9))
+
+
+@pytest.mark.parametrize("n", [1, 3, 65535, 65537, 430_000_000, 2**31 - 1])
+def test_uniform_below_is_exact_multiply_shift(n):
+    """`floor(bits * n / 2^32)` computed with 16-bit limbs equals the uint64 product."""
+    key = jax.random.PRNGKey(n % 997)
+    bits = np.asarray(jax.random.bits(key, (50_000,), jnp.uint32)).astype(np.uint64)
+    got = np.asarray(replay._uniform_below(key, (50_000,), jnp.int32(n)))
+    np.testing.assert_array_equal(got.astype(np.uint64), (bits * np.uint64(n)) >> np.uint64(32))
