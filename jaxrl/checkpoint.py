@@ -292,11 +292,14 @@ class Checkpointer:
             "config": resolved,
             "replay": self.replay or not has_replay(runner),
         }
-        self._mgr.save(
-            chunk,
-            args=args.Composite(state=args.StandardSave(state), meta=args.JsonSave(meta)),
-            force=True,
-        )
+        try:  # also raises a failure of the previous (asynchronous) save
+            self._mgr.save(
+                chunk,
+                args=args.Composite(state=args.StandardSave(state), meta=args.JsonSave(meta)),
+                force=True,
+            )
+        except Exception as err:  # noqa: BLE001
+            raise self._write_failed(err) from err
 
     def restore_meta(self, chunk: int) -> dict:
         """The JSON part of a checkpoint; CheckpointError when unreadable."""
@@ -335,8 +338,23 @@ class Checkpointer:
         )
 
     def wait(self) -> None:
-        """Blocks until pending saves are on disk."""
-        self._mgr.wait_until_finished()
+        """Blocks until pending saves are on disk.
+
+        Raises:
+            CheckpointError: a pending write failed (the previous checkpoint stays the latest).
+        """
+        try:
+            self._mgr.wait_until_finished()
+        except Exception as err:  # noqa: BLE001
+            raise self._write_failed(err) from err
+
+    def _write_failed(self, err: Exception) -> CheckpointError:
+        latest = self.latest()
+        kept = f"chunk {latest} is the latest complete one" if latest else "none is complete"
+        return CheckpointError(
+            f"writing a checkpoint in {self.directory} failed "
+            f"({type(err).__name__}: {str(err)[:300]}); {kept}."
+        )
 
     def close(self) -> None:
         self._mgr.close()

@@ -272,11 +272,10 @@ def _session(agent, env, spec, cfg, start, run_dir, progress, resolved, records=
             runner, records, train_s = _run_chunks(
                 compiled, evaluator, runner, cfg, logger, saver, list(records), stop, resolved
             )
-    finally:
-        logger.close()
-        if saver:
-            saver.wait()
-            saver.close()
+    except BaseException:
+        _close(logger, saver, failing=True)
+        raise
+    _close(logger, saver, failing=False)
     steps = cfg.real_total_env_steps * cfg.num_seeds
     if run_dir:
         save_params(os.path.join(run_dir, "final_params"), runner.agent_state.params)
@@ -292,6 +291,21 @@ def _session(agent, env, spec, cfg, start, run_dir, progress, resolved, records=
                 indent=2,
             )
     return RunResult(runner, records, compile_s, train_s, steps, run_dir)
+
+
+def _close(logger, saver, failing: bool) -> None:
+    """Closes the logger and waits for pending checkpoint writes; a write error is raised
+    unless another exception is already on its way out (`failing`)."""
+    logger.close()
+    if saver is None:
+        return
+    try:
+        saver.wait()
+    except checkpoint.CheckpointError:
+        if not failing:
+            raise
+    finally:
+        saver.close()
 
 
 def _run_chunks(

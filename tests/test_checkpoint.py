@@ -1,0 +1,446 @@
+"""Checkpoints: bit-identical resume, atomic writes, NaN guard, `jaxrl eval`, bad input.
+
+One straight 4-chunk PPO run on the toy env is compared with the same run interrupted by
+SIGINT after chunk 2 (through the CLI) and resumed, both in-process and through the CLI.
+"""
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import struct
+
+from jaxrl import agent as agent_lib
+from jaxrl import checkpoint, cli, configs, loop, runner
+from jaxrl import logging as jl
+from jaxrl.agents import PPOConfig
+from jaxrl.envs import toy
+
+PRESET = configs.get("ppo-toy-cpu")
+NUM_ENVS, UNROLL, CHUNKS = 16, 8, 4
+CFG = dataclasses.replace(
+    PRESET.train,
+    num_envs=NUM_ENVS,
+    unroll_length=UNROLL,
+    total_env_steps=CHUNKS * NUM_ENVS * UNROLL,
+    num_chunks=CHUNKS,
+    num_eval_envs=4,
+)
+AGENT_CFG = PPOConfig(**dict(PRESET.agent_overrides))
+CLI_FLAGS = [
+    "--preset",
+    "ppo-toy-cpu",
+    "--num-envs",
+    str(NUM_ENVS),
+    "--unroll-length",
+    str(UNROLL),
+    "--total-env-steps",
+    str(CFG.total_env_steps),
+    "--num-chunks",
+    str(CHUNKS),
+    "--num-eval-envs",
+    "4",
+    "--no-progress",
+]
+VOLATILE = ("wall_time", "perf/sps")
+
+
+class PointMassNaN(toy.PointMass):
+    """PointMass1D whose reward is NaN from episode step `NAN_STEP` on (episodes last 100
+    steps, so with 8 steps per chunk the first NaN reward is collected in chunk 3)."""
+
+    name = "PointMassNaN"
+    NAN_STEP = 20
+
+    def reset(self, key):
+        state = super().reset(key)
+        return state.replace(data=dict(state.data, t=jnp.zeros(())))
+
+    def step(self, state, action):
+        t = state.data["t"] + 1.0
+        out = super().step(state.replace(data={"x": state.data["x"], "v": state.data["v"]}), action)
+        reward = jnp.where(t >= self.NAN_STEP, jnp.nan, out.reward)
+        return out.replace(data=dict(out.data, t=t), reward=reward)
+
+
+class PointMassWide(toy.PointMass):
+    """PointMass1D with a third (zero) observation entry: same actions, other obs size."""
+
+    name = "PointMassWide"
+
+    def reset(self, key):
+        state = super().reset(key)
+        return state.replace(obs=jnp.concatenate([state.obs, jnp.zeros(1)]))
+
+    def step(self, state, action):
+        out = super().step(state, action)
+        return out.replace(obs=jnp.concatenate([out.obs, jnp.zeros(1)]))
+
+
+def _interrupt_after(mp, chunk: int, signum: int) -> None:
+    """Sends `signum` to this process right after the record of `chunk` is logged."""
+    log = jl.Logger.log
+
+    def log_then_signal(self, record):
+        log(self, record)
+        if record["chunk"] == chunk:
+            os.kill(os.getpid(), signum)
+
+    mp.setattr(jl.Logger, "log", log_then_signal)
+
+
+def _records(path: str) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in VOLATILE} for r in jl.read_jsonl(path)]
+
+
+def _same_records(a: list[dict], b: list[dict]) -> bool:
+    def norm(r):
+        return {k: v for k, v in r.items() if k not in VOLATILE}
+
+    def eq(x, y):
+        if isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y):
+            return True
+        return x == y
+
+    a, b = [norm(r) for r in a], [norm(r) for r in b]
+    return len(a) == len(b) and all(
+        ra.keys() == rb.keys() and all(eq(ra[k], rb[k]) for k in ra)
+        for ra, rb in zip(a, b, strict=True)
+    )
+
+
+def _assert_trees_equal(a, b) -> None:
+    leaves_a, tree_a = jax.tree_util.tree_flatten_with_path(a)
+    leaves_b, tree_b = jax.tree.flatten(b)
+    assert tree_a == tree_b
+    for (path, x), y in zip(leaves_a, leaves_b, strict=True):
+        assert np.array_equal(np.asarray(x), np.asarray(y)), jax.tree_util.keystr(path)
+
+
+def _snapshot(directory: str) -> dict:
+    """Relative path -> sha256 of every file under `directory`."""
+    out = {}
+    for root, _, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, directory)] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A straight run, and the same run interrupted by SIGINT after chunk 2 then resumed."""
+    base = tmp_path_factory.mktemp("ckpt")
+    straight_dir, killed_dir = str(base / "straight"), str(base / "killed")
+    straight = runner.train(
+        "ppo", "PointMass1D", CFG, AGENT_CFG, run_dir=straight_dir, progress=False
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        _interrupt_after(mp, 2, signal.SIGINT)
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["train", *CLI_FLAGS, "--run-dir", killed_dir])
+    killed_records = jl.read_jsonl(os.path.join(killed_dir, "metrics.jsonl"))
+    killed_steps = checkpoint.existing_steps(killed_dir)
+    copies = {name: str(base / name) for name in ("cli", "partial")}
+    for path in copies.values():
+        shutil.copytree(killed_dir, path)
+    resumed = runner.resume(killed_dir, progress=False)
+    return types.SimpleNamespace(
+        straight=straight,
+        straight_dir=straight_dir,
+        resumed=resumed,
+        killed_dir=killed_dir,
+        exit_code=exc.value.code,
+        killed_records=killed_records,
+        killed_steps=killed_steps,
+        **copies,
+    )
+
+
+def test_interrupt_saves_last_completed_chunk(runs, capsys):
+    assert runs.exit_code == 128 + signal.SIGINT
+    assert [r["chunk"] for r in runs.killed_records] == [1, 2]
+    assert runs.killed_steps == [1, 2]
+    assert not os.path.exists(os.path.join(runs.cli, "final_params"))
+    config = json.load(open(os.path.join(runs.cli, "config.json")))
+    assert config["preset"] == "ppo-toy-cpu" and config["train"]["num_chunks"] == CHUNKS
+
+
+def test_resume_is_bit_identical(runs):
+    _assert_trees_equal(runs.straight.runner, runs.resumed.runner)
+    assert [r["chunk"] for r in runs.resumed.records] == [1, 2, 3, 4]
+    assert _same_records(runs.straight.records, runs.resumed.records)
+    assert _records(os.path.join(runs.straight_dir, "metrics.jsonl")) == _records(
+        os.path.join(runs.killed_dir, "metrics.jsonl")
+    )
+    # keep_checkpoints = 3; the final checkpoint is the latest.
+    assert checkpoint.existing_steps(runs.killed_dir) == [2, 3, 4]
+    assert checkpoint.existing_steps(runs.straight_dir) == [2, 3, 4]
+    final = runner.load_params(os.path.join(runs.killed_dir, "final_params"))
+    _assert_trees_equal(runs.straight.runner.agent_state.params, final)
+
+
+def test_cli_resume_drops_records_after_checkpoint(runs, capsys):
+    # A run killed between a log line and its checkpoint: the stale line must not survive.
+    metrics = os.path.join(runs.cli, "metrics.jsonl")
+    with open(metrics, "a") as f:
+        f.write(json.dumps({"chunk": 3, "env_steps": 384, "train/policy_loss": 123.0}) + "\n")
+    cli.main(["train", "--resume", runs.cli, "--no-progress"])
+    assert "done:" in capsys.readouterr().out
+    assert _records(metrics) == _records(os.path.join(runs.straight_dir, "metrics.jsonl"))
+    loaded = checkpoint.load_run(runs.cli)
+    assert loaded.chunk == CHUNKS and loaded.cfg == CFG and loaded.agent_config == AGENT_CFG
+    _assert_trees_equal(runs.straight.runner, loaded.runner)
+
+
+def test_failed_write_keeps_previous_checkpoint(runs, tmp_path, monkeypatch):
+    from orbax.checkpoint._src.path import atomicity
+
+    run_dir = str(tmp_path / "run")
+    shutil.copytree(runs.straight_dir, run_dir)
+    loaded = checkpoint.load_run(run_dir)
+
+    async def die_before_rename(self):
+        raise OSError("killed mid-write")
+
+    monkeypatch.setattr(atomicity.AtomicRenameTemporaryPath, "finalize", die_before_rename)
+    saver = checkpoint.Checkpointer(run_dir, keep=3)
+    saver.save(5, loaded.runner, runs.straight.records, {})
+    with pytest.raises(checkpoint.CheckpointError, match="chunk 4 is the latest complete one"):
+        saver.wait()
+    saver.close()
+    monkeypatch.undo()
+    names = sorted(os.listdir(os.path.join(run_dir, "checkpoints")))
+    # Everything was written to the temporary folder, which never became step 5.
+    assert names == ["2", "3", "4", "5.orbax-checkpoint-tmp"]
+    tmp_state = os.path.join(run_dir, "checkpoints", names[-1], "state.orbax-checkpoint-tmp")
+    assert os.listdir(tmp_state)  # the arrays were written, then the rename never happened
+    again = checkpoint.load_run(run_dir)
+    assert again.chunk == 4
+    _assert_trees_equal(runs.straight.runner, again.runner)
+
+
+def test_nan_reward_stops_run_at_known_chunk(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(toy.TOY_ENVS, "PointMassNaN", PointMassNaN)
+    run_dir = str(tmp_path / "nan")
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["train", *CLI_FLAGS, "--env", "PointMassNaN", "--run-dir", run_dir])
+    message = str(exc.value.code)
+    assert message.startswith("error: non-finite loss metric 'train/")
+    assert "in chunk 3 of 4 (env steps 256-384)" in message
+    assert "latest good checkpoint is chunk 2" in message
+    assert checkpoint.existing_steps(run_dir) == [1, 2]
+    assert [r["chunk"] for r in jl.read_jsonl(os.path.join(run_dir, "metrics.jsonl"))] == [1, 2]
+    assert not os.path.exists(os.path.join(run_dir, "final_params"))
+    loaded = checkpoint.load_run(run_dir)
+    assert loaded.chunk == 2 and loaded.env_name == "PointMassNaN"
+    assert all(bool(jnp.isfinite(x).all()) for x in jax.tree.leaves(loaded.runner))
+
+
+def test_nan_param_is_named(monkeypatch):
+    metrics = {"train/policy_loss": np.zeros(2), "episode/return": np.full(2, np.nan)}
+    params = {"policy": {"w": jnp.zeros((2, 3))}, "value": {"b": jnp.array([[0.0], [jnp.inf]])}}
+    state = types.SimpleNamespace(agent_state=types.SimpleNamespace(params=params))
+    with pytest.raises(
+        runner.NonFiniteError,
+        match=r"parameter params\['value'\]\['b'\] "
+        r"\(seed index 1\) in chunk 5 of 4 \(env steps 400-500\)",
+    ):
+        runner._check_finite(metrics, state, 5, CFG, 100, None)
+    finite = types.SimpleNamespace(agent_state=types.SimpleNamespace(params=params["policy"]))
+    runner._check_finite(metrics, finite, 1, CFG, 100, None)  # a NaN episode return is fine
+
+
+def test_eval_command_prints_return(runs, capsys):
+    cli.main(["eval", runs.straight_dir, "--episodes", "6", "--seed", "1"])
+    out = capsys.readouterr().out
+    assert f"ppo on PointMass1D, checkpoint of chunk 4 of 4 in {runs.straight_dir}" in out
+    found = re.search(
+        r"all: +return (-?[\d.]+) \+- ([\d.]+) \(mean \+- std over 6 episodes\), "
+        r"length ([\d.]+)",
+        out,
+    )
+    assert found, out
+    mean, std, length = map(float, found.groups())
+    expected = runner.summarize_eval(
+        runner.evaluate_run(checkpoint.load_run(runs.straight_dir), 6, seed=1)
+    )
+    assert mean == pytest.approx(expected["return_mean"], abs=1e-3)
+    assert std == pytest.approx(expected["return_std"], abs=1e-3) and std > 0
+    assert length == 100.0  # PointMass1D never terminates: every episode hits the time limit
+    assert 0 <= mean <= 100 and "success" not in out
+
+
+def test_summarize_eval_pools_seeds_and_success():
+    ev = {
+        "eval/episode_return": np.array([1.0, 3.0]),
+        "eval/episode_return_std": np.zeros(2),
+        "eval/episode_length": np.array([10.0, 20.0]),
+        "eval/num_episodes": np.array([1.0, 3.0]),
+        "eval/success": np.array([1.0, 0.0]),
+    }
+    out = runner.summarize_eval(ev)
+    assert out["return_mean"] == 2.5 and out["return_std"] == pytest.approx(np.sqrt(0.75))
+    assert out["length_mean"] == 17.5 and out["success_rate"] == 0.25
+    assert out["num_episodes"] == 4.0
+    assert runner.summarize_eval(ev, row=1)["return_mean"] == 3.0
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    def boom(*args, **kwargs):
+        raise AssertionError("compiling was reached: bad input must fail before")
+
+    monkeypatch.setattr(runner, "_session", boom)
+    monkeypatch.setattr(runner, "evaluate_run", boom)
+    monkeypatch.setitem(toy.TOY_ENVS, "PointMassWide", PointMassWide)
+
+
+def _corrupt(run_dir: str) -> None:
+    state = os.path.join(run_dir, "checkpoints", "2", "state")
+    for root, _, files in os.walk(state):
+        for name in files:
+            with open(os.path.join(root, name), "wb") as f:
+                f.write(b"\x00garbage")
+
+
+BAD_INPUT = [
+    (["train", "--resume", "{partial}", "--agent", "sac"], "--agent sac (saved: ppo)"),
+    (
+        ["train", "--resume", "{partial}", "--env", "DoneAfterK"],
+        "--env DoneAfterK (saved: PointMass1D)",
+    ),
+    (["train", "--resume", "{partial}", "--num-envs", "32"], "--num-envs 32 (saved: 16)"),
+    (["train", "--resume", "{partial}", "--ppo.num-epochs", "1"], "--ppo.num-epochs 1 (saved: 4)"),
+    (["train", "--resume", "{missing}"], "does not exist"),
+    (["train", "--resume", "{straight}"], "already finished (chunk 4 of 4)"),
+    (["train", *CLI_FLAGS, "--run-dir", "{partial}"], "already holds checkpoints (chunks 1, 2)"),
+    (["train", "--resume", "{corrupt}"], "checkpoints/2 cannot be read"),
+    (["eval", "{missing}"], "does not exist"),
+    (["eval", "{straight}", "--seed-index", "1"], "--seed-index 1 is out of range"),
+    (["eval", "{straight}", "--episodes", "0"], "--episodes must be positive"),
+    (["eval", "{straight}", "--chunk", "1"], "no checkpoint of chunk 1"),
+    (["eval", "{straight}", "--env", "PointMassWide"], "observations [3] and 1 action(s)"),
+]
+
+
+@pytest.mark.parametrize("argv,match", BAD_INPUT)
+def test_bad_input_is_an_error_and_keeps_checkpoints(
+    argv, match, runs, tmp_path, capsys, no_training
+):
+    corrupt = str(tmp_path / "corrupt")
+    shutil.copytree(runs.partial, corrupt)
+    _corrupt(corrupt)
+    dirs = {
+        "partial": runs.partial,
+        "straight": runs.straight_dir,
+        "corrupt": corrupt,
+        "missing": str(tmp_path / "missing"),
+    }
+    before = {k: _snapshot(v) for k, v in dirs.items()}
+    with pytest.raises(SystemExit) as exc:
+        cli.main([a.format(**dirs) for a in argv])
+    message = str(exc.value.code)
+    assert message.startswith("error: ") and match in message, message
+    assert {k: _snapshot(v) for k, v in dirs.items()} == before
+    assert not os.path.exists(dirs["missing"])
+
+
+def test_config_round_trip_through_json():
+    cfg = dataclasses.replace(CFG, episode_length=50, env_impl="jax")
+    agent_cfg = dataclasses.replace(AGENT_CFG, max_grad_norm=1, policy_hidden=(8, 4))
+    data = json.loads(
+        json.dumps(
+            {"train": dataclasses.asdict(cfg), "agent_config": dataclasses.asdict(agent_cfg)}
+        )
+    )
+    assert data["agent_config"]["policy_hidden"] == [8, 4]
+    assert checkpoint.config_from_dict(loop.TrainConfig, data["train"]) == cfg
+    back = checkpoint.config_from_dict(PPOConfig, data["agent_config"])
+    assert back == agent_cfg and back.policy_hidden == (8, 4)
+    assert isinstance(back.max_grad_norm, float)
+    with pytest.raises(checkpoint.CheckpointError, match=r"unknown fields \['widths'\]"):
+        checkpoint.config_from_dict(PPOConfig, {"widths": [1]})
+
+
+@struct.dataclass
+class _ReplayState:
+    params: dict
+    buffer: dict
+
+
+def test_checkpoint_without_replay_drops_buffer(tmp_path):
+    state = _ReplayState(
+        params={"w": jnp.arange(6.0).reshape(2, 3)},
+        buffer={"obs": jnp.ones((2, 5, 3)), "pos": jnp.array([4, 4])},
+    )
+    run = loop.Runner(
+        agent_state=state,
+        env_state={"x": jnp.zeros((2, 1))},
+        key=jnp.zeros((2, 2), jnp.uint32),
+        iteration=jnp.array([7, 7]),
+    )
+    abstract = jax.eval_shape(lambda: run)
+    for replay in (True, False):
+        saver = checkpoint.Checkpointer(str(tmp_path / str(replay)), keep=3, replay=replay)
+        saver.save(1, run, [{"chunk": 1, "x": float("nan")}], {"agent": "toy"})
+        saver.wait()
+        meta = saver.restore_meta(1)
+        assert (
+            meta["replay"] is replay and meta["chunk"] == 1 and math.isnan(meta["records"][0]["x"])
+        )
+        back = saver.restore_state(1, abstract, meta["replay"])
+        saver.close()
+        _assert_trees_equal(run.agent_state.params, back.agent_state.params)
+        _assert_trees_equal(run.env_state, back.env_state)
+        if replay:
+            _assert_trees_equal(run.agent_state.buffer, back.agent_state.buffer)
+        else:
+            assert back.agent_state.buffer is None
+            empty = {"obs": jnp.zeros((2, 5, 3)), "pos": jnp.array([0, 0])}
+            _assert_trees_equal(checkpoint.fill_replay(back, empty).agent_state.buffer, empty)
+
+
+def _off_policy_agents() -> list[str]:
+    return [
+        n for n in agent_lib.list_agents() if not getattr(agent_lib.lookup(n)[0], "on_policy", True)
+    ]
+
+
+def _small_config(config_cls):
+    small = {"buffer_size": 2048, "learning_starts": 128, "batch_size": 32, "utd_ratio": 1.0}
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}
+    kwargs = {k: v for k, v in small.items() if k in fields}
+    kwargs.update({k: (32, 32) for k in fields if k.endswith("hidden")})
+    return config_cls(**kwargs)
+
+
+@pytest.mark.parametrize("agent_name", _off_policy_agents())
+def test_off_policy_resume_with_replay_is_bit_identical(agent_name, tmp_path, monkeypatch):
+    cfg = dataclasses.replace(
+        CFG, num_envs=8, unroll_length=4, total_env_steps=4 * 8 * 4 * 2, num_eval_envs=2
+    )
+    agent_cfg = _small_config(agent_lib.lookup(agent_name)[1])
+    straight = runner.train(
+        agent_name, "PointMass1D", cfg, agent_cfg, run_dir=str(tmp_path / "a"), progress=False
+    )
+    assert checkpoint.has_replay(straight.runner)
+    run_dir = str(tmp_path / "b")
+    with pytest.MonkeyPatch.context() as mp:
+        _interrupt_after(mp, 2, signal.SIGTERM)
+        with pytest.raises(runner.TrainingInterrupted, match="Resume with: jaxrl train"):
+            runner.train(agent_name, "PointMass1D", cfg, agent_cfg, run_dir=run_dir, progress=False)
+    resumed = runner.resume(run_dir, progress=False)
+    _assert_trees_equal(straight.runner, resumed.runner)
+    assert _same_records(straight.records, resumed.records)
