@@ -278,9 +278,10 @@ def sample(
 
     k = jnp.arange(n_step, dtype=jnp.int32)
     idx = (rows[:, None] + k) % c  # [B, n]
-    rewards = state.data["reward"][idx, envs[:, None]]
-    flags = jnp.maximum(state.data["terminated"], state.data["truncated"])[idx, envs[:, None]]
+    cols = envs[:, None]
+    flags = jnp.maximum(state.data["terminated"][idx, cols], state.data["truncated"][idx, cols])
     done = (flags > 0).astype(jnp.int32)
+    rewards = state.data["reward"][idx, cols]
     avail = (state.pos - rows - 1) % c + 1  # rows from `row` to the newest written row
     done_before = jnp.cumsum(done, axis=1) - done
     inside = (k[None] < avail[:, None]) & (done_before == 0)

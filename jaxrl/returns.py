@@ -2,7 +2,8 @@
 
 Sources: Schulman et al. 2015, "High-Dimensional Continuous Control Using Generalized Advantage
 Estimation" (arXiv 1506.02438), Eq. 16; Brax `training/agents/ppo/losses.py::compute_gae` for the
-`brax` parity mode (see `specs/ppo.md` Sec. 5).
+`brax` parity mode (see `specs/ppo.md` Sec. 5). Also the C51 categorical projection used by the
+distributional critics (`specs/sac_family.md` Sec. 1.4).
 """
 
 from __future__ import annotations
@@ -59,9 +60,56 @@ def gae_brax(rewards, values, bootstrap_value, terminated, truncated, gamma, gae
         acc = delta + gamma * (1.0 - term) * k * gae_lambda * acc
         return acc, acc
 
-    _, acc = jax.lax.scan(back, jnp.zeros_like(bootstrap_value), (deltas, terminated, keep),
-                          reverse=True)
+    _, acc = jax.lax.scan(
+        back, jnp.zeros_like(bootstrap_value), (deltas, terminated, keep), reverse=True
+    )
     vs = acc + values
     vs_tp1 = jnp.concatenate([vs[1:], bootstrap_value[None]], axis=0)
     adv = (rewards + gamma * (1.0 - terminated) * vs_tp1 - values) * keep
     return adv, vs
+
+
+def categorical_support(v_min: float, v_max: float, num_atoms: int) -> jax.Array:
+    """Fixed C51 support `z_j = v_min + j (v_max - v_min) / (K - 1)`, float32 `[K]`."""
+    return jnp.linspace(v_min, v_max, num_atoms, dtype=jnp.float32)
+
+
+def _project_one(p, lower, upper, frac):
+    """Scatter-adds `p (1 - frac)` onto `lower` and `p frac` onto `upper`; all `[K]`."""
+    out = jnp.zeros_like(p).at[lower].add(p * (1.0 - frac))
+    return out.at[upper].add(p * frac)
+
+
+def categorical_projection(
+    probs: jax.Array, target_atoms: jax.Array, v_min: float, v_max: float
+) -> jax.Array:
+    """C51 projection of a shifted distribution onto the fixed support (specs/sac_family.md 1.4).
+
+    Atom `j` of the next distribution carries probability `probs[..., j]` and sits at
+    `target_atoms[..., j]` (`r + discount * (z_j - alpha log pi)`, formed by the caller). Each
+    target is clipped to `[v_min, v_max]`, placed at `b = (Tz - v_min) / dz`, and its mass split
+    between `lower = floor(b)` and `upper = min(lower + 1, K - 1)` with weights `1 - frac` and
+    `frac`, `frac = b - lower`. A target on an atom keeps all its mass there, so the result sums
+    to `sum(probs)`. (The `floor`/`ceil` form with a `lower == upper` fix-up put mass 1 on both
+    neighbours: FastTD3 issue #29, fixed in PR #30; Bellemare et al. 2017, arXiv 1707.06887,
+    Algorithm 1.)
+
+    Args:
+        probs: `[..., K]` probabilities of the next distribution.
+        target_atoms: `[..., K]` shifted atom locations, broadcastable to `probs`.
+        v_min, v_max: support bounds (K is read from `probs`; K >= 2).
+
+    Returns:
+        float32 `[..., K]` projected probabilities on `categorical_support(v_min, v_max, K)`.
+    """
+    probs = jnp.asarray(probs, jnp.float32)
+    k = probs.shape[-1]
+    target = jnp.broadcast_to(jnp.asarray(target_atoms, jnp.float32), probs.shape)
+    dz = (v_max - v_min) / (k - 1)
+    b = (jnp.clip(target, v_min, v_max) - v_min) / dz
+    lower = jnp.clip(jnp.floor(b), 0, k - 1)
+    frac = jnp.clip(b - lower, 0.0, 1.0)
+    lower = lower.astype(jnp.int32)
+    upper = jnp.minimum(lower + 1, k - 1)
+    flat = [x.reshape(-1, k) for x in (probs, lower, upper, frac)]
+    return jax.vmap(_project_one)(*flat).reshape(probs.shape)
