@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from jaxrl import cli, loop, runner
+from jaxrl import checkpoint, cli, loop, runner
 from jaxrl.logging import read_jsonl
 
 
@@ -38,6 +38,10 @@ def _fails(argv, capsys, match):
     (["trian"], "Did you mean 'train'"),
     (["train", "--ppo.learning-rate", "nan"], "learning_rate = nan is not finite"),
     (["train", "--ppo.gamma", "1.5"], "gamma = 1.5"),
+    (["train", "--checkpoint-every", "0"], "checkpoint_every must be positive"),
+    (["train", "--keep-checkpoints", "0"], "keep_checkpoints must be positive"),
+    (["train", "--resume", "no/such/run"], "run dir 'no/such/run' does not exist"),
+    (["eval", "no/such/run"], "run dir 'no/such/run' does not exist"),
 ])
 def test_bad_input_fails_before_compiling(argv, match, capsys, no_compile):
     _fails(argv, capsys, match)
@@ -48,7 +52,8 @@ def test_help_lists_fields_with_docstrings(capsys):
         cli.main(["train", "--help"])
     out = capsys.readouterr().out
     for text in ("--total-env-steps", "--num-envs", "--seed", "--run-dir", "--preset",
-                 "--ppo.learning-rate", "Adam step size", "--ppo.gae-lambda"):
+                 "--ppo.learning-rate", "Adam step size", "--ppo.gae-lambda", "--resume",
+                 "--checkpoint-every", "--keep-checkpoints", "--checkpoint-replay"):
         assert text in out
 
 
@@ -83,3 +88,4 @@ def test_toy_run_writes_run_dir(tmp_path, capsys):
     assert glob.glob(os.path.join(run_dir, "tb", "events.out.tfevents.*"))
     params = runner.load_params(os.path.join(run_dir, "final_params"))
     assert params["policy"]["params"]["Dense_0"]["kernel"].shape == (1, 2, 32)  # [seeds, in, out]
+    assert checkpoint.existing_steps(run_dir) == [1, 2]  # checkpoint_every = 1
