@@ -1,8 +1,15 @@
 """Agents: one file per algorithm, registered by name."""
 
 from jaxrl.agent import register
+from jaxrl.agents.fastdsac import FastDSAC, FastDSACConfig
 from jaxrl.agents.ppo import PPO, PPOConfig
+from jaxrl.agents.sac import SAC, SACConfig
+from jaxrl.agents.warpsac import WarpSAC, WarpSACConfig
 
 register("ppo", PPO, PPOConfig)
+register("sac", SAC, SACConfig)
+register("fastdsac", FastDSAC, FastDSACConfig)
+register("warpsac", WarpSAC, WarpSACConfig)
 
-__all__ = ["PPO", "PPOConfig"]
+__all__ = ["PPO", "PPOConfig", "SAC", "SACConfig", "FastDSAC", "FastDSACConfig", "WarpSAC",
+           "WarpSACConfig"]

@@ -46,4 +46,5 @@ def get(name: str) -> Preset:
     return PRESETS[name]
 
 
-from jaxrl.configs import ppo as _ppo  # noqa: E402,F401  (registers the PPO presets)
+from jaxrl.configs import ppo as _ppo  # noqa: E402,F401  (registers the presets)
+from jaxrl.configs import sac as _sac  # noqa: E402,F401

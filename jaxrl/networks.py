@@ -147,11 +147,13 @@ class Torso(nn.Module):
     norm: bool = False
     num_blocks: int = 2
     layer_norm: bool = False
+    norm_bias: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
         if self.norm:
-            return NormalizedEncoder(self.hidden[0], self.num_blocks)(x, train)
+            return NormalizedEncoder(self.hidden[0], self.num_blocks,
+                                     use_bias=self.norm_bias)(x, train)
         act = ACTIVATIONS[self.activation]
         for size in self.hidden:
             x = nn.Dense(size, kernel_init=nn.initializers.lecun_uniform())(x)
@@ -173,11 +175,12 @@ class QHead(nn.Module):
     norm: bool = False
     num_blocks: int = 2
     layer_norm: bool = False
+    norm_bias: bool = False
 
     @nn.compact
     def __call__(self, obs, action, train: bool = False):
-        x = Torso(self.hidden, self.activation, self.norm, self.num_blocks, self.layer_norm)(
-            jnp.concatenate([obs, action], axis=-1), train)
+        x = Torso(self.hidden, self.activation, self.norm, self.num_blocks, self.layer_norm,
+                  self.norm_bias)(jnp.concatenate([obs, action], axis=-1), train)
         if self.kind == "categorical":
             return (UnitDense(self.num_atoms, use_bias=True)(x) if self.norm
                     else nn.Dense(self.num_atoms)(x))
