@@ -1,4 +1,4 @@
-"""`jaxrl` command line: `jaxrl train`, `jaxrl list {envs,agents,presets}`.
+"""`jaxrl` command line: `jaxrl train | eval | export | plot | render | list`.
 
 Built with tyro. `jaxrl train --help` lists every field with its docstring; its defaults are the
 chosen preset's values (`--preset NAME` is read first). Train fields are top-level flags
@@ -243,8 +243,119 @@ def _eval_line(summary: dict) -> str:
     return line
 
 
+@dataclasses.dataclass(frozen=True)
+class ExportArgs:
+    run_dir: Annotated[str, tyro.conf.Positional]
+    """Run folder written by `jaxrl train`."""
+    format: str = "onnx"
+    """`onnx` (onnxruntime-checked ONNX model) or `jax` (serialized StableHLO, `jax.export`)."""
+    out: str | None = None
+    """Output file; default RUN_DIR/export/policy.onnx (or policy.jaxexport). Sidecar: OUT.json."""
+    seed_index: int = 0
+    """Which seed of the run to export (0-based)."""
+    chunk: int | None = None
+    """Checkpoint to load (chunks completed); default: the latest."""
+    batch_size: int = 1
+    """Fixed leading dimension of the model's inputs and output."""
+
+
+def export_cmd(argv: list[str]) -> None:
+    """`jaxrl export RUN_DIR`: deployable policy + JSON sidecar, parity-checked."""
+    from jaxrl import export
+    from jaxrl.envs import EnvAssetError
+
+    args = tyro.cli(ExportArgs, args=argv, prog="jaxrl export", description=COMMANDS["export"])
+    try:
+        if args.format not in export.FORMATS:
+            raise ValueError(f"unknown format {args.format!r}; choose one of "
+                             f"{', '.join(export.FORMATS)}.")
+        result = export.export_run(args.run_dir, args.format, args.out, args.seed_index,
+                                   args.chunk, args.batch_size)
+    except (ValueError, ImportError, NotImplementedError, EnvAssetError,
+            export.ParityError) as err:  # NotImplementedError: onnx_convert.Unsupported...
+        sys.exit(f"error: {err}")
+    meta = result.metadata
+    hz = meta["control_frequency_hz"]
+    print(f"wrote {result.path} and {result.sidecar_path}: {meta['agent']} on {meta['env']} "
+          f"(chunk {meta['chunk']}, seed index {meta['seed_index']}); inputs "
+          + ", ".join(f"{i['name']} {i['shape']}" for i in meta["inputs"])
+          + f" -> action {meta['output']['shape']}"
+          + (f" at {hz:g} Hz" if hz else "")
+          + f"; parity max abs error {result.max_abs_error:.3g} over "
+          f"{meta['parity']['num_observations']} recorded observations "
+          f"(tolerance {meta['parity']['tolerance']:g})")
+
+
+@dataclasses.dataclass(frozen=True)
+class PlotArgs:
+    run_dirs: Annotated[tuple[str, ...], tyro.conf.Positional]
+    """One or more run folders; one curve each."""
+    out: str | None = None
+    """PNG to write; default RUN_DIR/learning_curves.png for one run, ./learning_curves.png else."""
+    metric: str = "eval/episode_return"
+    """Metric to draw (any key of metrics.jsonl, e.g. `episode/return`)."""
+
+
+def plot_cmd(argv: list[str]) -> None:
+    """`jaxrl plot RUN_DIR...`: learning curves vs env steps and wall time."""
+    from jaxrl import plotting
+
+    args = tyro.cli(PlotArgs, args=argv, prog="jaxrl plot", description=COMMANDS["plot"])
+    out = args.out or os.path.join(args.run_dirs[0] if len(args.run_dirs) == 1 else ".",
+                                   "learning_curves.png")
+    try:
+        path = plotting.plot_runs(list(args.run_dirs), out, args.metric)
+    except plotting.PlotError as err:
+        sys.exit(f"error: {err}")
+    print(f"wrote {path}: {args.metric} of {len(args.run_dirs)} run(s)")
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderArgs:
+    run_dir: Annotated[str, tyro.conf.Positional]
+    """Run folder written by `jaxrl train` (a MuJoCo env: Playground or Brax)."""
+    out: str | None = None
+    """Video file, .mp4 or .gif; default RUN_DIR/videos/rollout.mp4."""
+    steps: int | None = None
+    """Policy steps to roll out; default: the episode length, at most 1000."""
+    seed_index: int = 0
+    """Which seed of the run to render (0-based)."""
+    chunk: int | None = None
+    """Checkpoint to load (chunks completed); default: the latest."""
+    width: int = 320
+    """Frame width in pixels."""
+    height: int = 240
+    """Frame height in pixels."""
+    camera: str | None = None
+    """MuJoCo camera name; default: the model's first camera (or the free camera)."""
+    seed: int = 0
+    """PRNG seed of the initial state."""
+
+
+def render_cmd(argv: list[str]) -> None:
+    """`jaxrl render RUN_DIR`: video of a deterministic rollout (headless OpenGL)."""
+    args = tyro.cli(RenderArgs, args=argv, prog="jaxrl render", description=COMMANDS["render"])
+    from jaxrl import render  # neither imports mujoco: `setup_gl` sets MUJOCO_GL first
+    from jaxrl.envs import EnvAssetError
+
+    try:
+        if args.steps is not None and args.steps <= 0:
+            raise ValueError(f"--steps must be positive, got {args.steps}.")
+        render.setup_gl()
+        result = render.render_run(args.run_dir, args.out, args.steps, args.seed_index,
+                                   args.chunk, width=args.width, height=args.height,
+                                   camera=args.camera, seed=args.seed)
+    except (ValueError, EnvAssetError, render.RenderError) as err:
+        sys.exit(f"error: {err}")
+    print(f"wrote {result.path}: {result.num_frames} frames at {result.fps:g} fps "
+          f"(OpenGL backend {result.gl_backend})")
+
+
 COMMANDS = {"train": "Train an agent on an env (default: PPO on CartpoleBalance, CPU preset).",
             "eval": "Evaluate a run's latest checkpoint with the deterministic policy.",
+            "export": "Export a run's policy to ONNX or jax.export for deployment.",
+            "plot": "Plot learning curves of one or more runs to a PNG.",
+            "render": "Render a video of a run's deterministic policy.",
             "list": "List registered envs, agents or presets."}
 
 
@@ -256,6 +367,8 @@ def main(argv: list[str] | None = None) -> None:
         return train(argv[1:])
     if argv and argv[0] == "eval":
         return eval_cmd(argv[1:])
+    if argv and argv[0] in ("export", "plot", "render"):
+        return {"export": export_cmd, "plot": plot_cmd, "render": render_cmd}[argv[0]](argv[1:])
     if argv and argv[0] == "list":
         try:
             return tyro.cli(list_cmd, args=argv[1:], prog="jaxrl list")

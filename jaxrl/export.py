@@ -1,0 +1,350 @@
+"""Policy export for deployment (sim-to-real): ONNX, or serialized StableHLO via `jax.export`.
+
+`jaxrl export RUN_DIR --format onnx` writes `policy.onnx` plus a JSON sidecar `policy.onnx.json`.
+The exported function is any agent's deterministic policy,
+
+    action_env = to_env_units(agent.act(agent_state, obs, fixed_key, deterministic=True)[0]),
+
+traced with `jax.make_jaxpr` and converted primitive by primitive (`jaxrl.onnx_convert`), so no
+agent needs export code of its own. Observation normalization, parameters and action scaling
+are part of the graph: feed raw observations, get actions in the env's actuator units (the
+same mapping `envs/adapters.py` applies: `low + (clip(a, -1, 1) + 1) / 2 * (high - low)`,
+none when the bounds are [-1, 1]).
+
+Inputs: one float32 tensor `[batch_size, *obs_shape]` named `obs`; for dict observations one per
+key the policy reads (named by the key; keys it ignores are left out, found by liveness on the
+traced graph). Output: `action`, float32 `[batch_size, action_size]`.
+
+Parity: before anything is written, the exported model runs (onnxruntime, or the deserialized
+`jax.export` artifact) on `NUM_PARITY_OBS` observations recorded from a deterministic rollout of
+the same policy in the env, and its actions are compared with the JAX policy's; a maximum
+absolute error above the tolerance (1e-5) raises `ParityError`. The measured error is printed
+by the CLI and stored in the sidecar.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import json
+import math
+import os
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxrl
+from jaxrl import wrappers
+from jaxrl.types import EnvSpec
+
+FORMATS = ("onnx", "jax")
+EXTENSIONS = {"onnx": ".onnx", "jax": ".jaxexport"}
+NUM_PARITY_OBS = 1000
+TOLERANCE = 1e-5
+DEFAULT_PLATFORMS = ("cpu", "cuda")  # jax format: a robot's CPU or a Jetson-class GPU
+
+
+class ParityError(RuntimeError):
+    """The exported policy disagrees with the JAX policy by more than the tolerance."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportResult:
+    """Paths written and the measured parity error.
+
+    Attributes:
+        path: the exported model (`.onnx` or `.jaxexport`).
+        sidecar_path: the JSON sidecar (`<path>.json`).
+        max_abs_error: max |exported - JAX| over the parity observations, in env action units.
+        metadata: the sidecar's content.
+    """
+
+    path: str
+    sidecar_path: str
+    max_abs_error: float
+    metadata: dict
+
+
+def to_env_units(action: jax.Array, low, high) -> jax.Array:
+    """Maps actions in [-1, 1] to `[low, high]` as the env adapters do (identity for +-1)."""
+    low, high = np.asarray(low, np.float32), np.asarray(high, np.float32)
+    if np.allclose(low, -1.0) and np.allclose(high, 1.0):
+        return action
+    return low + (jnp.clip(action, -1.0, 1.0) + 1.0) * 0.5 * (high - low)
+
+
+def deterministic_policy(agent, agent_state, spec: EnvSpec, key: jax.Array | None = None
+                         ) -> Callable:
+    """`obs [B, ...] (array or dict) -> action [B, A]` in env units, deterministic.
+
+    Args:
+        agent: any registered agent.
+        agent_state: its state for ONE seed (no leading seed axis).
+        spec: the env's spec (action bounds).
+        key: the fixed PRNG key passed to `act` (unused by deterministic policies).
+    """
+    key = jax.random.PRNGKey(0) if key is None else key
+
+    def policy(obs):
+        action, _ = agent.act(agent_state, obs, key, True)
+        return to_env_units(action, spec.action_low, spec.action_high)
+
+    return policy
+
+
+def record_observations(agent, agent_state, env, spec: EnvSpec, cfg, num: int = NUM_PARITY_OBS,
+                        num_envs: int = 10, seed: int = 0):
+    """Observations from a deterministic rollout of the policy in `env` (auto-reset on).
+
+    Args:
+        agent, agent_state: the policy (one seed).
+        env: the unbatched env (`jaxrl.envs.make`).
+        spec: its spec; cfg: the run's `TrainConfig` (episode length, action repeat).
+        num: observations to return; num_envs: parallel envs in the rollout.
+        seed: PRNG seed of the resets.
+
+    Returns:
+        Observation pytree with leaves `[num, *obs_shape]` (time-major: step t of all envs,
+        then step t + 1).
+    """
+    length = cfg.episode_length or spec.episode_length
+    venv = wrappers.wrap_for_training(env, num_envs, length, cfg.action_repeat)
+    key = jax.random.PRNGKey(seed)
+
+    def step(state, _):
+        action, _ = agent.act(agent_state, state.obs, key, True)
+        return venv.step(state, action), state.obs
+
+    @jax.jit
+    def run(k):
+        _, obs = jax.lax.scan(step, venv.reset(k), None, math.ceil(num / num_envs))
+        return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:])[:num], obs)
+
+    return jax.device_get(run(key))
+
+
+@dataclasses.dataclass(frozen=True)
+class TracedPolicy:
+    """A policy traced on flat observation leaves.
+
+    Attributes:
+        fn: `(*leaves [B, ...]) -> action [B, A]` over all observation leaves.
+        closed_jaxpr: `jax.make_jaxpr(fn)` at batch size B.
+        names: one input name per leaf (`obs`, or the dict keys in sorted order).
+        used: whether the action depends on each leaf.
+        shapes: per-leaf shapes `[B, ...]`.
+    """
+
+    fn: Callable
+    closed_jaxpr: object
+    names: tuple[str, ...]
+    used: tuple[bool, ...]
+    shapes: tuple[tuple[int, ...], ...]
+
+    def used_fn(self) -> Callable:
+        """`(*used leaves) -> action`; unread leaves are fed zeros."""
+        def fn(*used):
+            it = iter(used)
+            leaves = [next(it) if u else jnp.zeros(s, jnp.float32)
+                      for u, s in zip(self.used, self.shapes, strict=True)]
+            return self.fn(*leaves)
+
+        return fn
+
+
+def trace_policy(policy: Callable, spec: EnvSpec, batch_size: int = 1) -> TracedPolicy:
+    """Traces `policy(obs)` for float32 observations shaped by `spec`, batch `batch_size`."""
+    from jaxrl.onnx_convert import used_inputs
+
+    if spec.obs_is_dict:
+        names = tuple(sorted(spec.obs_shape))
+        shapes = tuple((batch_size, *spec.obs_shape[k]) for k in names)
+        fn = lambda *leaves: policy(dict(zip(names, leaves, strict=True)))
+    else:
+        names, shapes = ("obs",), ((batch_size, *spec.obs_shape),)
+        fn = lambda leaf: policy(leaf)
+    closed = jax.make_jaxpr(fn)(*[jnp.zeros(s, jnp.float32) for s in shapes])
+    used = used_inputs(closed.jaxpr)
+    used = tuple(used) if any(used) else (True,) * len(used)
+    return TracedPolicy(fn, closed, names, used, shapes)
+
+
+def _leaves(obs, names: tuple[str, ...]) -> list[np.ndarray]:
+    if isinstance(obs, dict):
+        return [np.asarray(obs[k], np.float32) for k in names]
+    return [np.asarray(obs, np.float32)]
+
+
+def _batches(leaves: list[np.ndarray], batch_size: int) -> list[np.ndarray]:
+    """`[num, ...]` -> `[num // B, B, ...]` (a remainder smaller than B is dropped)."""
+    k = leaves[0].shape[0] // batch_size
+    return [x[: k * batch_size].reshape((k, batch_size) + x.shape[1:]) for x in leaves]
+
+
+def _onnx_outputs(model_bytes: bytes, names: list[str], batches: list[np.ndarray]) -> np.ndarray:
+    try:
+        import onnxruntime as ort
+    except ImportError as err:
+        raise ImportError("the ONNX parity check needs the `export` extra: pip install "
+                          f"'jaxrl[export]' ({err}).") from err
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+    outs = [session.run(["action"], {n: x[i] for n, x in zip(names, batches, strict=True)})[0]
+            for i in range(batches[0].shape[0])]
+    return np.stack(outs)
+
+
+def _jax_outputs(blob: bytes, batches: list[np.ndarray]) -> np.ndarray:
+    """Runs the deserialized `jax.export` artifact on every batch (round trip)."""
+    loaded = jax.export.deserialize(bytearray(blob))
+    run = jax.jit(lambda xs: jax.lax.map(lambda args: loaded.call(*args), xs))
+    return np.asarray(run(tuple(batches)))
+
+
+def _serialize(traced: TracedPolicy, fmt: str, platforms) -> tuple[bytes, dict]:
+    """(model bytes, format facts for the sidecar)."""
+    if fmt == "onnx":
+        from jaxrl.onnx_convert import IR_VERSION, OPSET, jaxpr_to_onnx
+
+        model = jaxpr_to_onnx(traced.closed_jaxpr, list(traced.names), ["action"],
+                              doc="jaxrl deterministic policy; see the JSON sidecar.")
+        return model.SerializeToString(), {"opset": OPSET, "onnx_ir_version": IR_VERSION,
+                                           "onnx_nodes": len(model.graph.node)}
+    used_shapes = [s for s, u in zip(traced.shapes, traced.used, strict=True) if u]
+    args = [jax.ShapeDtypeStruct(s, jnp.float32) for s in used_shapes]
+    exported = jax.export.export(jax.jit(traced.used_fn()),
+                                 platforms=platforms or DEFAULT_PLATFORMS)(*args)
+    return bytes(exported.serialize()), {
+        "serialization": "jax.export (StableHLO); load with jax.export.deserialize(...).call",
+        "platforms": list(exported.platforms),
+        "calling_convention_version": exported.calling_convention_version}
+
+
+def export_policy(agent, agent_state, env, spec: EnvSpec, cfg, out: str, fmt: str = "onnx", *,
+                  batch_size: int = 1, tolerance: float = TOLERANCE,
+                  num_parity_obs: int = NUM_PARITY_OBS, platforms: tuple[str, ...] | None = None,
+                  info: dict | None = None) -> ExportResult:
+    """Exports the deterministic policy of one agent state, checks parity, writes the sidecar.
+
+    Args:
+        agent: any registered agent; agent_state: its state for ONE seed.
+        env: the unbatched env used to record the parity observations.
+        spec: the env's spec; cfg: the run's `TrainConfig`.
+        out: output path (`.onnx` / `.jaxexport` by convention); the sidecar is `out + ".json"`.
+        fmt: `onnx` or `jax`.
+        batch_size: the fixed leading dimension of every input (1 for one robot).
+        tolerance: the largest max-abs-error accepted (env action units).
+        num_parity_obs: recorded observations in the parity check.
+        platforms: `jax.export` target platforms (`jax` format); None: `DEFAULT_PLATFORMS`.
+        info: extra sidecar fields (source run dir, agent and env names, seed, chunk).
+
+    Returns:
+        `ExportResult` with the paths and the measured error.
+
+    Raises:
+        ValueError: unknown format or non-positive batch size.
+        ParityError: the exported policy is off by more than `tolerance`; nothing is written.
+        jaxrl.onnx_convert.UnsupportedPrimitiveError: the policy uses an unconvertible primitive.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}.")
+    if batch_size <= 0:
+        raise ValueError(f"batch_size must be positive, got {batch_size}.")
+    policy = deterministic_policy(agent, agent_state, spec)
+    traced = trace_policy(policy, spec, batch_size)
+    blob, facts = _serialize(traced, fmt, platforms)
+    obs = record_observations(agent, agent_state, env, spec, cfg, num_parity_obs)
+    batches = _batches(_leaves(obs, traced.names), batch_size)
+    used = [b for b, u in zip(batches, traced.used, strict=True) if u]
+    names = [n for n, u in zip(traced.names, traced.used, strict=True) if u]
+    reference = np.asarray(jax.jit(jax.vmap(traced.fn))(*batches))
+    got = _onnx_outputs(blob, names, used) if fmt == "onnx" else _jax_outputs(blob, used)
+    error = float(np.max(np.abs(got.astype(np.float64) - reference)))
+    if not error <= tolerance:
+        raise ParityError(f"exported policy differs from the JAX policy by {error:.3g} (max abs "
+                          f"over {reference.shape[0] * batch_size} recorded observations), above "
+                          f"the tolerance {tolerance:g}.")
+    meta = sidecar(traced, spec, cfg, fmt, os.path.basename(out), error, tolerance,
+                   reference.shape[0] * batch_size, dict(facts, **(info or {})))
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "wb") as f:
+        f.write(blob)
+    with open(out + ".json", "w") as f:
+        json.dump(meta, f, indent=2)
+    return ExportResult(out, out + ".json", error, meta)
+
+
+def sidecar(traced: TracedPolicy, spec: EnvSpec, cfg, fmt: str, file: str, error: float,
+            tolerance: float, num_obs: int, info: dict | None) -> dict:
+    """The JSON sidecar: I/O layout, action bounds, control rate, provenance, parity."""
+    repeat = int(cfg.action_repeat)
+    control_dt = None if spec.dt is None else float(spec.dt) * repeat
+    inputs = [{"name": n, "obs_key": n if spec.obs_is_dict else None, "shape": list(s),
+               "dtype": "float32"}
+              for n, s, u in zip(traced.names, traced.shapes, traced.used, strict=True) if u]
+    obs_shapes = ({k: list(v) for k, v in spec.obs_shape.items()} if spec.obs_is_dict
+                  else list(spec.obs_shape))
+    meta = {
+        "format": fmt, "file": file, "inputs": inputs,
+        "observation": {"is_dict": spec.obs_is_dict, "shapes": obs_shapes,
+                        "keys_read": [i["obs_key"] for i in inputs] if spec.obs_is_dict else None,
+                        "normalization": "folded into the model: feed raw observations"},
+        "output": {"name": "action", "shape": [traced.shapes[0][0], spec.action_size],
+                   "dtype": "float32", "action_size": spec.action_size,
+                   "low": list(spec.action_low), "high": list(spec.action_high),
+                   "units": "env actuator units (policy's [-1, 1] action mapped to [low, high])"},
+        "deterministic": True, "batch_size": traced.shapes[0][0],
+        "env_dt": spec.dt, "action_repeat": repeat, "control_dt": control_dt,
+        "control_frequency_hz": None if not control_dt else 1.0 / control_dt,
+        "parity": {"max_abs_error": error, "tolerance": tolerance, "num_observations": num_obs,
+                   "observations": "deterministic rollout of this policy in the env",
+                   "runtime": "onnxruntime (CPU)" if fmt == "onnx" else "jax.export round trip"},
+        "versions": _versions(fmt),
+    }
+    meta.update(info or {})
+    return meta
+
+
+def _versions(fmt: str) -> dict:
+    out = {"jaxrl": jaxrl.__version__, "jax": jax.__version__}
+    names = ("onnx", "onnxruntime") if fmt == "onnx" else ("jaxlib",)
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def default_out(run_dir: str, fmt: str) -> str:
+    """`RUN_DIR/export/policy.onnx` or `RUN_DIR/export/policy.jaxexport`."""
+    return os.path.join(run_dir, "export", "policy" + EXTENSIONS[fmt])
+
+
+def export_run(run_dir: str, fmt: str = "onnx", out: str | None = None, seed_index: int = 0,
+               chunk: int | None = None, batch_size: int = 1) -> ExportResult:
+    """Loads a run's checkpoint (`jaxrl.checkpoint.load_run`) and exports one seed's policy.
+
+    Raises:
+        jaxrl.checkpoint.CheckpointError: missing run dir or checkpoint.
+        ValueError: unknown format, or `seed_index` outside the run's seeds.
+        ParityError: see `export_policy`.
+    """
+    from jaxrl import checkpoint
+
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}.")
+    run = checkpoint.load_run(run_dir, chunk)
+    num_seeds = jax.tree.leaves(run.runner.agent_state)[0].shape[0]
+    if not 0 <= seed_index < num_seeds:
+        raise ValueError(f"seed_index {seed_index} outside the run's {num_seeds} seed(s).")
+    state = jax.tree.map(lambda x: x[seed_index], run.runner.agent_state)
+    info = {"source_run_dir": os.path.abspath(run_dir), "agent": run.agent_name,
+            "env": run.env_name, "seed_index": seed_index, "seed": run.cfg.seed + seed_index,
+            "chunk": run.chunk}
+    return export_policy(run.agent, state, run.env, run.spec, run.cfg,
+                         out or default_out(run_dir, fmt), fmt, batch_size=batch_size, info=info)
