@@ -414,9 +414,13 @@ class SAC:
                               gamma=state.hp["gamma"], decay_steps=c.swd_decay_steps,
                               min_weight=c.swd_min_weight)
         batch = jax.tree.map(lambda x: x.reshape((g, c.batch_size) + x.shape[1:]), batch)
-        state, metrics = jax.lax.scan(self._one_step, state,
-                                      (batch, jax.random.split(k_steps, g)))
-        return state, jax.tree.map(jnp.mean, metrics)
+        state, (metrics, actor_metrics, did_actor) = jax.lax.scan(
+            self._one_step, state, (batch, jax.random.split(k_steps, g)))
+        # Actor/alpha metrics average over the steps that updated the actor only.
+        count = jnp.maximum(did_actor.sum(), 1.0)
+        metrics = jax.tree.map(jnp.mean, metrics)
+        metrics.update({k: v.sum() / count for k, v in actor_metrics.items()})
+        return state, metrics
 
     def _one_step(self, state: SACState, xs):
         batch, key = xs
@@ -433,7 +437,8 @@ class SAC:
         target = optim.soft_update(state.target_critic, state.params["critic"],
                                    state.hp["tau"])
         state = state.replace(target_critic=target, num_updates=state.num_updates + 1)
-        return state, dict(metrics, **actor_metrics, **{"train/learning_rate": lr})
+        return state, (dict(metrics, **{"train/learning_rate": lr}), actor_metrics,
+                       do_actor.astype(jnp.float32))
 
     def _lr(self, state: SACState):
         lr = state.hp["learning_rate"]

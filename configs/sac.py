@@ -11,6 +11,8 @@
   structure (no normalization, one critic, bf16 replay) at CPU scale.
 """
 
+import dataclasses
+
 from jaxrl.configs import Preset, register
 from jaxrl.loop import TrainConfig
 
@@ -29,8 +31,11 @@ register(Preset(
     description="Playground DM Control SAC default (GPU scale)."))
 
 register(Preset(
-    name="sac-dmc-cpu", agent="sac", env="CartpoleBalance", train=_CPU_TRAIN,
-    agent_overrides=_CPU_COMMON + (("learning_rate", 1e-3), ("gamma", 0.99)),
+    name="sac-dmc-cpu", agent="sac", env="CartpoleBalance",
+    train=dataclasses.replace(_CPU_TRAIN, total_env_steps=64_000, num_chunks=4),
+    agent_overrides=_CPU_COMMON + (("utd_ratio", 4.0), ("learning_rate", 1e-3),
+                                   ("gamma", 0.99), ("tau", 0.05), ("init_alpha", 0.1),
+                                   ("alpha_learning_rate", 1e-3)),
     description="SAC on DM Control, 2 CPU cores."))
 
 register(Preset(

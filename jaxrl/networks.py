@@ -63,22 +63,25 @@ BN_EPS = 1e-5
 
 class UnitDense(nn.Module):
     """Linear layer whose output units have unit-L2 incoming weights (re-projected by
-    `project_weights` after every optimizer step). Orthogonal init; bias optional."""
+    `project_weights` after every optimizer step). Unit-norm Gaussian init; bias optional."""
 
     features: int
     use_bias: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        kernel = self.param("kernel", _unit_orthogonal, (x.shape[-1], self.features))
+        kernel = self.param("kernel", _unit_normal, (x.shape[-1], self.features))
         y = x @ kernel
         if self.use_bias:
             y = y + self.param("bias", nn.initializers.zeros, (self.features,))
         return y
 
 
-def _unit_orthogonal(key, shape, dtype=jnp.float32):
-    w = nn.initializers.orthogonal()(key, shape, dtype)
+def _unit_normal(key, shape, dtype=jnp.float32):
+    """Gaussian kernel with unit-norm columns. FlashSAC uses an orthogonal init; its QR
+    decomposition (LAPACK) deadlocked inside `jit(vmap(init))` on a 2-core CPU here, and random
+    Gaussian columns are near-orthogonal in the fan-in >= fan-out layers anyway."""
+    w = jax.random.normal(key, shape, dtype)
     return w / jnp.linalg.norm(w, axis=-2, keepdims=True)
 
 
