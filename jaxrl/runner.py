@@ -207,7 +207,10 @@ def resume(run_dir: str, progress: bool = True) -> RunResult:
     resolved = checkpoint.read_config(run_dir)
     agent_name, env_name, cfg, agent_config, hp = checkpoint.parse_config(resolved)
     if not checkpoint.existing_steps(run_dir):
-        raise checkpoint.CheckpointError(f"no checkpoint in {run_dir!r}: nothing to resume.")
+        raise checkpoint.CheckpointError(
+            f"no checkpoint in {run_dir!r}: the run stopped before its first checkpoint, so "
+            "there is nothing to resume: start it again."
+        )
     reader = checkpoint.Checkpointer(run_dir, read_only=True)
     try:
         step = reader.select()
