@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import types
 import typing
 from typing import Any
 
 import jax
+import numpy as np
 
 from jaxrl import loop
 from jaxrl.types import EnvSpec
@@ -35,7 +37,7 @@ from jaxrl.types import EnvSpec
 CHECKPOINT_DIR = "checkpoints"
 CONFIG_FILE = "config.json"
 REPLAY_FIELD = "buffer"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: leaves packed by `pack` (size-0 MJX leaves left out)
 
 
 class CheckpointError(ValueError):
@@ -217,6 +219,28 @@ def fill_replay(runner: loop.Runner, buffer) -> loop.Runner:
     return runner.replace(agent_state=runner.agent_state.replace(**{REPLAY_FIELD: buffer}))
 
 
+# --- packing: zero-size leaves --------------------------------------------------------------------
+
+
+def pack(tree) -> dict:
+    """`{"leaf_00000": array, ...}` of the non-empty leaves in flatten order.
+
+    MJX states hold size-0 arrays (e.g. `data.act` of an env without actuator activations), which
+    orbax refuses to save; they carry no data, so `unpack` rebuilds them from the structure.
+    """
+    return {f"leaf_{i:05d}": x for i, x in enumerate(jax.tree.leaves(tree))
+            if math.prod(x.shape) > 0}
+
+
+def unpack(packed: dict, like):
+    """Inverse of `pack`: `like` (arrays or `jax.ShapeDtypeStruct`s) gives the structure and
+    the shapes of the empty leaves."""
+    leaves, treedef = jax.tree.flatten(like)
+    out = [packed[f"leaf_{i:05d}"] if math.prod(x.shape) > 0 else np.zeros(x.shape, x.dtype)
+           for i, x in enumerate(leaves)]
+    return jax.tree.unflatten(treedef, out)
+
+
 # --- the checkpoint manager ---------------------------------------------------------------------
 
 
@@ -284,7 +308,7 @@ class Checkpointer:
         if self.read_only:
             raise CheckpointError(f"{self.directory} was opened read-only.")
         args = self._ocp.args
-        state = runner if self.replay else strip_replay(runner)
+        state = pack(runner if self.replay else strip_replay(runner))
         meta = {
             "format": FORMAT_VERSION,
             "chunk": chunk,
@@ -319,10 +343,11 @@ class Checkpointer:
         args = self._ocp.args
         target = abstract if replay else strip_replay(abstract)
         try:
-            out = self._mgr.restore(chunk, args=args.Composite(state=args.StandardRestore(target)))
+            out = self._mgr.restore(
+                chunk, args=args.Composite(state=args.StandardRestore(pack(target))))
         except Exception as err:  # noqa: BLE001
             raise self._broken(chunk, err) from err
-        return out.state
+        return unpack(out.state, target)
 
     def _broken(self, chunk: int, err: Exception) -> CheckpointError:
         others = [s for s in self.steps() if s != chunk]

@@ -62,7 +62,8 @@ class Logger:
             self._jsonl.write(json.dumps({k: _jsonable(v) for k, v in record.items()}) + "\n")
         if self._tb:
             for k, v in record.items():
-                if "/" in k and isinstance(v, (int, float)):
+                # NaN marks "no episode ended in this chunk": nothing to plot.
+                if "/" in k and isinstance(v, (int, float)) and math.isfinite(v):
                     self._tb.add_scalar(k, v, step)
         if self._progress:
             ret = record.get("eval/episode_return", record.get("episode/return"))

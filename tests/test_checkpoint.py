@@ -471,3 +471,15 @@ def test_off_policy_resume_with_replay_is_bit_identical(agent_name, tmp_path):
     assert int(straight.runner.agent_state.buffer.size[0]) == 4 * 2 * 4  # 4 chunks x 2 x T
     assert back.agent_state.buffer.size.tolist() == [0]
     assert back.agent_state.buffer.write_time.max() == -1
+
+
+def test_pack_leaves_out_size_zero_leaves_and_unpack_restores_them():
+    """MJX states carry size-0 arrays that orbax refuses to save (e.g. `data.act`)."""
+    tree = {"a": np.arange(3.0), "empty": np.zeros((4, 0), np.float32), "b": {"c": np.ones(2)}}
+    packed = checkpoint.pack(tree)
+    assert sorted(packed) == ["leaf_00000", "leaf_00001"]  # a, b.c (dict keys sort)
+    like = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), tree)
+    out = checkpoint.unpack(packed, like)
+    assert out["empty"].shape == (4, 0) and out["empty"].dtype == np.float32
+    np.testing.assert_array_equal(out["a"], tree["a"])
+    np.testing.assert_array_equal(out["b"]["c"], tree["b"]["c"])

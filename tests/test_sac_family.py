@@ -113,9 +113,9 @@ def test_cross_batch_bn_couples_halves_only_in_training_mode():
     np.testing.assert_array_equal(first_half(s2, False), first_half(s2 + 1.0, False))
 
 
-def _toy_cfg():
+def _toy_cfg(num_seeds: int = 1):
     return dataclasses.replace(configs.get("sac-toy-cpu").train, num_chunks=2,
-                               total_env_steps=2 * 16 * 4 * 40)
+                               total_env_steps=2 * 16 * 4 * 40, num_seeds=num_seeds)
 
 
 AGENT_SETTINGS = {
@@ -131,7 +131,7 @@ AGENT_SETTINGS = {
 @pytest.mark.parametrize("name", list(AGENT_SETTINGS))
 def test_agent_two_chunks_on_toy_env(name):
     agent_name = "warpsac" if name == "warpsac-a" else name
-    cfg = _toy_cfg()
+    cfg = _toy_cfg(num_seeds=2)  # the fused sweep mode: one buffer per seed
     overrides = dict(actor_hidden=(32, 32), critic_hidden=(32, 32), buffer_size=4096,
                      learning_starts=256, batch_size=64)
     overrides.update(AGENT_SETTINGS[name])
@@ -139,21 +139,23 @@ def test_agent_two_chunks_on_toy_env(name):
     agent, env, spec = runner.build(agent_name, "PointMass1D", cfg, agent_cfg)
     keys = runner.seed_keys(cfg)
     final, metrics = loop.train_fused(agent, env, spec, cfg, keys,
-                                      runner.stack_hp(agent.default_hp(), 1))
+                                      runner.stack_hp(agent.default_hp(), 2))
     state = final.agent_state
     steps = cfg.real_total_env_steps
-    buffer = jax.tree.map(lambda x: x[0], state.buffer)
-    assert int(buffer.clock) * 16 == steps  # every env step was written, in rows of 16 envs
-    assert int(replay.num_transitions(buffer)) == min(steps, 4096)  # full buffers wrap
-    assert state.buffer.data["obs"].shape[1:3] == (4096 // 16, 16)
+    for seed in range(2):
+        buffer = jax.tree.map(lambda x, s=seed: x[s], state.buffer)
+        assert int(buffer.clock) * 16 == steps  # every env step was written, rows of 16 envs
+        assert int(replay.num_transitions(buffer)) == min(steps, 4096)  # full buffers wrap
+    assert state.buffer.data["obs"].shape == (2, 4096 // 16, 16, 2)  # [S, C, N, obs]
+    assert not np.array_equal(state.buffer.data["action"][0], state.buffer.data["action"][1])
     if name == "warpsac-a":
         assert state.buffer.data["obs"].dtype == jnp.bfloat16
     for k in ("train/critic_loss", "train/actor_loss", "train/alpha", "train/q_mean"):
-        assert metrics[k].shape == (1, 2)
+        assert metrics[k].shape == (2, 2)
         assert np.isfinite(np.asarray(metrics[k])).all(), k
     # Gradient steps happened once the buffer held learning_starts transitions.
     expected = (steps - 256) // (16 * 4) * agent.updates_per_call
-    assert abs(int(state.num_updates[0]) - expected) <= agent.updates_per_call
+    assert np.all(np.abs(np.asarray(state.num_updates) - expected) <= agent.updates_per_call)
     assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(state.params))
 
 
