@@ -23,7 +23,8 @@ normalization, `num_chunks` = Brax `num_evals - 1` epochs, and no periodic reset
 
 Brax's trainers do not run on our jax (0.10 removed `jax.device_put_replicated`), so part (c)
 runs in a separate virtual environment, by default `.venv-brax` at the repository root
-(gitignored by `.venv-*/`). Create it once with
+(gitignored by `.venv-*/`; the venv, worker, raw-stepping and timing helpers live in
+`benchmarks/_common.py`). Create it once with
 
     .venv/bin/python benchmarks/ppo_throughput.py --setup-brax-venv
 
@@ -42,23 +43,12 @@ This file imports nothing from jaxrl at module level, so the worker runs without
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import logging
-import os
 import platform
-import re
-import subprocess
 import sys
-import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_BRAX_VENV = os.path.join(REPO, ".venv-brax")
-BRAX_PINS = ("jax==0.8.3", "jaxlib==0.8.3", "brax", "playground")
-RESULT_TAG = "BRAX_WORKER_RESULT "
-PACKAGES = ("jax", "jaxlib", "mujoco", "mujoco-mjx", "brax", "playground", "flax", "optax",
-            "warp-lang")
+import _common as common
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -82,7 +72,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--raw-repeats", type=int, default=3, help="timed raw calls after warm-up")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skip", default="", help="comma list of parts to skip: raw,ours,brax")
-    p.add_argument("--brax-venv", default=DEFAULT_BRAX_VENV)
+    p.add_argument("--brax-venv", default=common.DEFAULT_BRAX_VENV)
     p.add_argument("--brax-timeout", type=int, default=1800, help="seconds for the Brax worker")
     p.add_argument("--verbose", action="store_true", help="show simulator/compiler output")
     p.add_argument("--json", dest="json_path", default=None, help="write all numbers here")
@@ -106,100 +96,6 @@ def settings_from_args(args: argparse.Namespace) -> dict:
             "policy_hidden": hidden(args.policy_hidden), "value_hidden": hidden(args.value_hidden),
             "raw_steps": args.raw_steps, "raw_repeats": args.raw_repeats, "seed": args.seed,
             "unrolls_per_update": args.batch_size * args.num_minibatches // args.num_envs}
-
-
-def machine_info() -> dict:
-    """CPU model (from /proc/cpuinfo), core counts, load average, OS and Python."""
-    model = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
-        model = names[0] if names else model
-    except OSError:
-        pass
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    load = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
-    return {"cpu_model": model, "cpu_count": os.cpu_count(), "cpus_usable": affinity,
-            "loadavg_1_5_15": load, "platform": platform.platform(),
-            "python": platform.python_version()}
-
-
-def versions() -> dict:
-    """Installed versions of the packages that matter (None when absent) and jax's backend."""
-    from importlib import metadata
-
-    out = {}
-    for name in PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    import jax
-
-    out["jax_backend"] = jax.default_backend()
-    return out
-
-
-def setup_brax_venv(path: str) -> None:
-    """Creates `path` (if missing) and installs the pinned Brax stack into it with pip."""
-    python = os.path.join(path, "bin", "python")
-    if not os.path.exists(python):
-        print(f"creating {path}", flush=True)
-        base = getattr(sys, "_base_executable", sys.executable)
-        subprocess.run([base, "-m", "venv", path], check=True)
-    subprocess.run([python, "-m", "pip", "install", "--upgrade", "pip"], check=True)
-    subprocess.run([python, "-m", "pip", "install", *BRAX_PINS], check=True)
-    subprocess.run([python, "-c", "import brax.training.agents.ppo.train, mujoco_playground; "
-                    "import jax; print('brax venv ok, jax', jax.__version__)"], check=True)
-
-
-def time_random_rollout(step, state, action_size: int, num_envs: int, num_steps: int,
-                        repeats: int, seed: int) -> dict:
-    """SPS of `jit(scan(vmap(step)))` with uniform random actions in [-1, 1].
-
-    `step` is a single-env `step(state, action)`; `state` is already batched over `num_envs`.
-    Two warm-up calls (compile, and any recompile for the output-typed carry) are excluded.
-    """
-    import jax
-    import jax.numpy as jnp
-
-    vstep = jax.vmap(step)
-
-    def body(carry, _):
-        s, key = carry
-        key, k = jax.random.split(key)
-        a = jax.random.uniform(k, (num_envs, action_size), jnp.float32, -1.0, 1.0)
-        s = vstep(s, a)
-        return (s, key), s.reward.sum()
-
-    run = jax.jit(lambda s, key: jax.lax.scan(body, (s, key), None, num_steps))
-    carry = (state, jax.random.PRNGKey(seed))
-    t0 = time.perf_counter()
-    for _ in range(2):  # the second call feeds outputs back in, as the timed calls do
-        carry, rew = run(*carry)
-        jax.block_until_ready((carry, rew))
-    warmup = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for _ in range(repeats):
-        carry, rew = run(*carry)
-    jax.block_until_ready((carry, rew))
-    seconds = time.perf_counter() - t0
-    steps = num_envs * num_steps * repeats
-    return {"sps": steps / seconds, "env_steps": steps, "seconds": seconds,
-            "warmup_seconds": warmup}
-
-
-def raw_ours(s: dict) -> dict:
-    """Part (a): raw stepping of `jaxrl.envs.make(env, impl=impl)`."""
-    import jax
-
-    from jaxrl import envs
-
-    env = envs.make(s["env"], impl=s["impl"])
-    keys = jax.random.split(jax.random.PRNGKey(s["seed"]), s["num_envs"])
-    state = jax.jit(jax.vmap(env.reset))(keys)
-    return time_random_rollout(env.step, state, env.action_size, s["num_envs"], s["raw_steps"],
-                               s["raw_repeats"], s["seed"])
 
 
 def ppo_ours(s: dict) -> dict:
@@ -248,52 +144,6 @@ def brax_train_kwargs(s: dict) -> dict:
                 seed=s["seed"], **pc)
 
 
-def load_playground(name: str, impl: str):
-    """Playground env with `impl` overridden (when its config has one) and its config."""
-    from mujoco_playground import registry
-
-    cfg = registry.get_default_config(name)
-    overrides = {"impl": impl} if "impl" in cfg else None
-    return registry.load(name, config_overrides=overrides), cfg
-
-
-class CompileClock(logging.Handler):
-    """Records `(time, seconds)` of jax's "Finished tracing/lowering/compilation ... in X sec"
-    messages (logger `jax._src.dispatch`, DEBUG level, so nothing is printed)."""
-
-    PATTERN = re.compile(r"^Finished .* in ([0-9.eE+-]+) sec")
-
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.events: list[tuple[float, float]] = []
-
-    def emit(self, record):
-        m = self.PATTERN.match(record.getMessage())
-        if m:
-            self.events.append((time.perf_counter(), float(m.group(1))))
-
-    def install(self) -> CompileClock:
-        log = logging.getLogger("jax._src.dispatch")
-        log.setLevel(logging.DEBUG)
-        log.addHandler(self)
-        log.propagate = False
-        return self
-
-    def seconds_between(self, t0: float, t1: float) -> float:
-        return sum(sec for t, sec in self.events if t0 < t <= t1)
-
-
-def brax_epochs(t0: float, stamps: list, metrics: list, clock: CompileClock) -> list[dict]:
-    """Per-epoch wall time, env steps, jax compile seconds and Brax's `training/sps`."""
-    out, prev_t, prev_n = [], t0, 0
-    for (t, n), m in zip(stamps, metrics, strict=True):
-        out.append({"seconds": t - prev_t, "env_steps": n - prev_n,
-                    "compile_seconds": clock.seconds_between(prev_t, t),
-                    "brax_training_sps": m.get("training/sps")})
-        prev_t, prev_n = t, n
-    return out
-
-
 def brax_ppo(s: dict) -> dict:
     """Part (c), inside the Brax venv: Brax's PPO trainer.
 
@@ -302,9 +152,9 @@ def brax_ppo(s: dict) -> dict:
     """
     from brax.training.agents.ppo import train as ppo_train
 
-    env, cfg = load_playground(s["env"], s["impl"])
+    env, cfg = common.load_playground(s["env"], s["impl"])
     s = dict(s, episode_length=int(cfg.get("episode_length", 1000)))
-    stamps, metrics, clock = [], [], CompileClock().install()
+    stamps, metrics, clock = [], [], common.CompileClock().install()
 
     def progress(step, m):
         stamps.append((time.perf_counter(), int(step)))
@@ -312,10 +162,8 @@ def brax_ppo(s: dict) -> dict:
 
     t0 = time.perf_counter()
     ppo_train.train(environment=env, progress_fn=progress, **brax_train_kwargs(s))
-    epochs = brax_epochs(t0, stamps, metrics, clock)
-    steady = [i for i, e in enumerate(epochs) if i and e["compile_seconds"] < 0.01 * e["seconds"]]
-    if not steady:
-        raise RuntimeError(f"every Brax epoch compiled; raise --num-chunks. Epochs: {epochs}")
+    epochs = common.brax_epochs(t0, stamps, metrics, clock)
+    steady = common.steady_epochs(epochs)
     steps = sum(epochs[i]["env_steps"] for i in steady)
     secs = sum(epochs[i]["seconds"] for i in steady)
     own = [epochs[i]["brax_training_sps"] for i in steady]
@@ -325,77 +173,19 @@ def brax_ppo(s: dict) -> dict:
             "brax_training_sps_mean_steady": sum(own) / len(own)}
 
 
-def raw_brax_side(s: dict) -> dict:
-    """Raw stepping of the plain Playground env inside the Brax venv (jax 0.8.3)."""
-    import jax
-
-    env, _ = load_playground(s["env"], s["impl"])
-    keys = jax.random.split(jax.random.PRNGKey(s["seed"]), s["num_envs"])
-    state = jax.jit(jax.vmap(env.reset))(keys)
-    return time_random_rollout(env.step, state, env.action_size, s["num_envs"], s["raw_steps"],
-                               s["raw_repeats"], s["seed"])
-
-
 def brax_worker(settings_json: str) -> None:
     """Entry point inside the Brax venv: prints `RESULT_TAG + json` on one line."""
     s = json.loads(settings_json)
-    out = {"versions": versions(), "python": platform.python_version()}
+    out = {"versions": common.versions(), "python": platform.python_version()}
     if not s.get("skip_raw"):
-        out["raw"] = raw_brax_side(s)
+        out["raw"] = common.raw_brax_side(s)
     out["ppo"] = brax_ppo(s)
-    print(RESULT_TAG + json.dumps(out), flush=True)
-
-
-def run_brax_subprocess(s: dict, venv: str, timeout: int, skip_raw: bool) -> dict:
-    """Runs this file with `--brax-worker` in `venv`; returns the worker's JSON."""
-    python = os.path.join(venv, "bin", "python")
-    if not os.path.exists(python):
-        raise SystemExit(f"No Brax venv at {venv}; create it with --setup-brax-venv.")
-    cmd = [python, os.path.abspath(__file__), "--brax-worker",
-           json.dumps(dict(s, skip_raw=skip_raw))]
-    log_path = os.path.join(tempfile.gettempdir(), "ppo_throughput_brax_worker.log")
-    with open(log_path, "w") as log:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=log, text=True,
-                              timeout=timeout, cwd=REPO)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_TAG)]
-    if proc.returncode or not lines:
-        with open(log_path) as f:
-            tail = f.read()[-4000:]
-        raise RuntimeError(f"Brax worker failed (rc {proc.returncode}); stderr tail:\n{tail}\n"
-                           f"stdout tail:\n{proc.stdout[-2000:]}")
-    return json.loads(lines[-1][len(RESULT_TAG):])
-
-
-@contextlib.contextmanager
-def quiet(log_path: str | None):
-    """Sends file descriptors 1 and 2 to `log_path` (MJX/Warp print solver warnings from C,
-    thousands per rollout); None leaves them alone."""
-    if log_path is None:
-        yield
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(1), os.dup(2)]
-    with open(log_path, "a") as log:
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            for fd, old in zip((1, 2), saved, strict=True):
-                os.dup2(old, fd)
-                os.close(old)
-
-
-def fmt(x) -> str:
-    """Thousands-separated integer, or '-' for missing values."""
-    return "-" if x is None else f"{x:,.0f}"
+    common.print_worker_result(out)
 
 
 def format_table(res: dict) -> str:
     """Markdown table of the headline numbers, followed by details and versions."""
+    fmt = common.fmt
     s, ours, brax = res["settings"], res.get("ours") or {}, (res.get("brax") or {}).get("ppo", {})
     ratio = ours["sps"] / brax["sps"] if ours.get("sps") and brax.get("sps") else None
     rows = ["| env | impl | num_envs | raw SPS | ours SPS | brax SPS | ours/brax |",
@@ -409,7 +199,7 @@ def format_table(res: dict) -> str:
 
 def details(res: dict) -> list[str]:
     """Secondary numbers, settings, machine and versions as bullet lines (parts run only)."""
-    s, m = res["settings"], res["machine"]
+    fmt, s = common.fmt, res["settings"]
     ours, b = res.get("ours"), res.get("brax") or {}
     bp = b.get("ppo")
     out = [f"- settings: unroll_length {s['unroll_length']}, batch_size {s['batch_size']}, "
@@ -424,28 +214,12 @@ def details(res: dict) -> list[str]:
     if bp:
         out.append(f"- brax: {fmt(bp['steady_env_steps'])} steps in {bp['steady_seconds']:.1f} s"
                    f" over epochs {bp['steady_epochs']} of {len(bp['epochs'])} (left out: "
-                   f"{_epoch_summary(bp)}); Brax's own training/sps mean over the same epochs: "
-                   f"{fmt(bp['brax_training_sps_mean_steady'])}")
+                   f"{common.epoch_summary(bp)}); Brax's own training/sps mean over the same "
+                   f"epochs: {fmt(bp['brax_training_sps_mean_steady'])}")
     if b.get("raw"):
         out.append(f"- raw SPS inside the Brax venv (plain Playground env, jax "
                    f"{b['versions']['jax']}): {fmt(b['raw']['sps'])}")
-    out += [f"- machine: {m['cpu_model']}, {m['cpu_count']} cores ({m['cpus_usable']} usable), "
-            f"load average at start {m['loadavg_1_5_15']}, Python {m['python']}",
-            f"- versions (ours): {_vers(res['versions'])}"]
-    if b.get("versions"):
-        out.append(f"- versions (brax venv): {_vers(b['versions'])}")
-    return out
-
-
-def _epoch_summary(bp: dict) -> str:
-    """`epoch: seconds (compile seconds)` for the epochs left out of the Brax SPS."""
-    steady = set(bp.get("steady_epochs", []))
-    return ", ".join(f"epoch {i} {e['seconds']:.1f} s ({e['compile_seconds']:.1f} s compiling)"
-                     for i, e in enumerate(bp.get("epochs", []), 1) if i not in steady)
-
-
-def _vers(v: dict) -> str:
-    return ", ".join(f"{k} {x}" for k, x in v.items() if x is not None)
+    return out + common.machine_lines(res)
 
 
 def main(argv=None) -> None:
@@ -454,32 +228,28 @@ def main(argv=None) -> None:
     if args.brax_worker is not None:
         return brax_worker(args.brax_worker)
     if args.setup_brax_venv:
-        return setup_brax_venv(args.brax_venv)
+        return common.setup_brax_venv(args.brax_venv)
     skip = set(filter(None, args.skip.split(",")))
     s = settings_from_args(args)
-    res = {"settings": s, "machine": machine_info(), "versions": versions(),
+    res = {"settings": s, "machine": common.machine_info(), "versions": common.versions(),
            "command": " ".join(sys.argv)}
-    log = None if args.verbose else os.path.join(tempfile.gettempdir(), "ppo_throughput.log")
-    if log:
-        open(log, "w").close()
-        print(f"simulator/compiler output of parts (a) and (b) goes to {log} (--verbose shows it)")
+    log = common.start_quiet_log("ppo_throughput", args.verbose)
     if "raw" not in skip:
-        with quiet(log):
-            res["raw"] = raw_ours(s)
+        with common.quiet(log):
+            res["raw"] = common.raw_ours(s)
         print(f"raw: {res['raw']['sps']:,.0f} SPS", flush=True)
     if "ours" not in skip:
-        with quiet(log):
+        with common.quiet(log):
             res["ours"] = ppo_ours(s)
         print(f"ours: {res['ours']['sps']:,.0f} SPS", flush=True)
     if "brax" not in skip:
-        print(f"Brax worker running in {args.brax_venv} (stderr: {tempfile.gettempdir()}/"
-              "ppo_throughput_brax_worker.log)", flush=True)
-        res["brax"] = run_brax_subprocess(s, args.brax_venv, args.brax_timeout, "raw" in skip)
+        print(f"Brax worker running in {args.brax_venv} (stderr: "
+              f"{common.worker_log_path('ppo_throughput')})", flush=True)
+        res["brax"] = common.run_brax_subprocess(__file__, s, args.brax_venv, args.brax_timeout,
+                                                 "raw" in skip, "ppo_throughput")
         print(f"brax: {res['brax']['ppo']['sps']:,.0f} SPS", flush=True)
     print(format_table(res))
-    if args.json_path:
-        with open(args.json_path, "w") as f:
-            json.dump(res, f, indent=2)
+    common.write_json(args.json_path, res)
 
 
 if __name__ == "__main__":
