@@ -460,11 +460,11 @@ class SAC:
         grad_fn = jax.value_and_grad(self._critic_loss, has_aux=True)
         critic = state.params["critic"]
         (_, (metrics, critic_vars, extra)), grads = grad_fn(critic["params"], state, batch, key)
-        params = self._step(self._optimizers()["critic"], state.opt_state["critic"],
-                            critic_vars["params"], grads, lr)
-        critic_vars = dict(critic_vars, params=params[0])
+        params, opt_state = self._step(self._optimizers()["critic"], state.opt_state["critic"],
+                                       critic_vars["params"], grads, lr)
+        critic_vars = dict(critic_vars, params=params)
         return state.replace(params=dict(state.params, critic=critic_vars),
-                             opt_state=dict(state.opt_state, critic=params[1]),
+                             opt_state=dict(state.opt_state, critic=opt_state),
                              extra=extra), metrics
 
     def _step(self, opt, opt_state, params, grads, lr):
@@ -520,7 +520,10 @@ class SAC:
         metrics = {"train/critic_loss": loss, "train/q_mean": q.mean()}
         return loss, (metrics, variables, state.extra)
 
-    def _categorical_loss(self, logits, tgt_logits, reward, discount, alpha_logp, mask):
+    def categorical_target(self, tgt_logits, reward, discount, alpha_logp):
+        """C51 target `[B, K]` shared by all heads: with `q_agg="min"` the whole distribution of
+        the head with the lower expected value per sample (distributional clipped double Q,
+        spec Sec. 1.5), else the heads' mean; projected after `r + d (z - alpha log pi)`."""
         c = self.config
         z = categorical_support(c.v_min, c.v_max, c.num_atoms)
         probs = jax.nn.softmax(tgt_logits.astype(jnp.float32), axis=-1)  # [E, B, K]
@@ -530,8 +533,11 @@ class SAC:
         else:
             next_probs = probs.mean(axis=0)
         atoms = reward[:, None] + discount[:, None] * (z[None] - alpha_logp[:, None])
-        target = jax.lax.stop_gradient(categorical_projection(next_probs, atoms, c.v_min,
-                                                              c.v_max))
+        return categorical_projection(next_probs, atoms, c.v_min, c.v_max)
+
+    def _categorical_loss(self, logits, tgt_logits, reward, discount, alpha_logp, mask):
+        target = jax.lax.stop_gradient(
+            self.categorical_target(tgt_logits, reward, discount, alpha_logp))
         log_p = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
         ce = -jnp.sum(target[None] * log_p, axis=-1)  # [E, B]
         return jnp.mean(ce.sum(axis=0) * mask), self.q_values(logits)

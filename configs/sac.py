@@ -18,8 +18,7 @@ from jaxrl.loop import TrainConfig
 
 _CPU_TRAIN = TrainConfig(num_envs=32, unroll_length=4, total_env_steps=96_000, num_chunks=6,
                          num_eval_envs=16)
-_CPU_COMMON = (("buffer_size", 100_000), ("learning_starts", 4096), ("batch_size", 256),
-               ("utd_ratio", 1.0))
+_CPU_COMMON = (("buffer_size", 100_000), ("learning_starts", 4096), ("batch_size", 256))
 
 register(Preset(
     name="sac-dmc-gpu", agent="sac", env="CartpoleBalance",
@@ -50,7 +49,7 @@ register(Preset(
 register(Preset(
     name="fastdsac-dmc-cpu", agent="fastdsac", env="CartpoleBalance", train=_CPU_TRAIN,
     agent_overrides=_CPU_COMMON + (("actor_hidden", (256, 256)), ("critic_hidden", (256, 256)),
-                                   ("gamma", 0.99), ("policy_noise", 0.1)),
+                                   ("gamma", 0.99), ("policy_noise", 0.1), ("utd_ratio", 4.0)),
     description="FastDSAC-A on DM Control, 2 CPU cores."))
 
 register(Preset(
@@ -72,11 +71,13 @@ register(Preset(
     description="WarpSAC-A (no normalization, one Q, bf16 replay, SWD) (GPU scale)."))
 
 register(Preset(
-    name="warpsac-a-cpu", agent="warpsac", env="CartpoleBalance", train=_CPU_TRAIN,
+    name="warpsac-a-cpu", agent="warpsac", env="CartpoleBalance",
+    train=dataclasses.replace(_CPU_TRAIN, total_env_steps=64_000, num_chunks=4),
     agent_overrides=_CPU_COMMON + (("norm", False), ("num_q", 1), ("obs_dtype", "bfloat16"),
                                    ("normalize_observations", True),
                                    ("actor_hidden", (256, 256)), ("critic_hidden", (256, 256)),
-                                   ("swd_decay_steps", 2000.0), ("gamma", 0.99)),
+                                   ("swd_decay_steps", 2000.0), ("gamma", 0.99),
+                                   ("utd_ratio", 4.0), ("tau", 0.05), ("learning_rate", 1e-3)),
     description="WarpSAC-A structure at CPU scale."))
 
 register(Preset(

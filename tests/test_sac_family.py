@@ -179,3 +179,20 @@ def test_fastdsac_rejects_non_gaussian_critic():
     with pytest.raises(ValueError, match="gaussian"):
         runner.build("fastdsac", "PointMass1D", _toy_cfg(),
                      lookup("fastdsac")[1](critic_type="scalar"))
+
+
+def test_distributional_clipped_double_q_takes_the_lower_head():
+    """Spec test 2: E[Z1] = 1 < E[Z2] = 2, so the target is the projection of head 1."""
+    cfg = _toy_cfg()
+    agent_cls, cfg_cls = lookup("sac")
+    c = cfg_cls(critic_type="categorical", num_atoms=21, v_min=-10.0, v_max=10.0)
+    agent = agent_cls(config=c, spec=runner.build("sac", "PointMass1D", cfg, c)[2], train=cfg)
+    z = np.linspace(-10, 10, 21)
+    big = 50.0  # near one-hot logits
+    logits = jnp.stack([jnp.where(z == 1.0, big, 0.0), jnp.where(z == 2.0, big, 0.0)])[:, None]
+    target = agent.categorical_target(logits, jnp.zeros(1), jnp.ones(1), jnp.zeros(1))
+    np.testing.assert_allclose(target[0], np.where(z == 1.0, 1.0, 0.0), atol=1e-6)
+    mean_agent = agent_cls(config=dataclasses.replace(c, q_agg="mean"), spec=agent.spec,
+                           train=cfg)
+    mixed = mean_agent.categorical_target(logits, jnp.zeros(1), jnp.ones(1), jnp.zeros(1))
+    np.testing.assert_allclose(mixed[0], np.where((z == 1.0) | (z == 2.0), 0.5, 0.0), atol=1e-6)
