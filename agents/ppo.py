@@ -24,7 +24,7 @@ from flax import struct
 from jaxrl import distributions as dist
 from jaxrl import normalize, optim
 from jaxrl.loop import TrainConfig
-from jaxrl.networks import MLP, flatten_obs
+from jaxrl.networks import ACTIVATIONS, MLP, flatten_obs
 from jaxrl.returns import gae, gae_brax
 from jaxrl.types import EnvSpec, Transition
 
@@ -114,6 +114,9 @@ class PPO:
     def validate(self, train_cfg, spec: EnvSpec) -> None:
         """Raises ValueError before compiling when the batch layout does not divide."""
         c = self.config
+        if c.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}; got "
+                             f"{c.activation!r}.")
         if c.gae_mode not in ("bootstrap", "brax"):
             raise ValueError(f"gae_mode must be 'bootstrap' or 'brax', got {c.gae_mode!r}.")
         if c.num_minibatches <= 0 or c.num_epochs <= 0:

@@ -34,7 +34,7 @@ from flax import struct
 from jaxrl import distributions as dist
 from jaxrl import exploration, normalize, optim, replay, reward_norm
 from jaxrl.loop import TrainConfig
-from jaxrl.networks import QHead, Torso, ensemble, flatten_obs, project_weights
+from jaxrl.networks import ACTIVATIONS, QHead, Torso, ensemble, flatten_obs, project_weights
 from jaxrl.returns import categorical_projection, categorical_support
 from jaxrl.types import EnvSpec, Transition
 
@@ -211,6 +211,12 @@ class SAC:
         _check_choice("truncation", c.truncation, ("bootstrap", "brax"))
         _check_choice("lr_schedule", c.lr_schedule, ("constant", "cosine"))
         _check_choice("obs_dtype", c.obs_dtype, ("float32", "bfloat16"))
+        if c.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}; got "
+                             f"{c.activation!r}.")
+        if not c.log_std_min < c.log_std_max:
+            raise ValueError(f"log_std_min ({c.log_std_min}) must be below log_std_max "
+                             f"({c.log_std_max}).")
         if not c.utd_ratio > 0:
             raise ValueError(f"utd_ratio must be > 0, got {c.utd_ratio}.")
         t = train_cfg.unroll_length * train_cfg.unrolls_per_update
@@ -241,6 +247,10 @@ class SAC:
             raise ValueError(f"noise_scale_range must be 0 < low <= high, got "
                              f"{c.noise_scale_range}.")
         check_hp(self.default_hp())
+        if c.learning_starts >= train_cfg.real_total_env_steps:
+            raise ValueError(f"learning_starts = {c.learning_starts} is not below the run's "
+                             f"{train_cfg.real_total_env_steps} env steps: no gradient step would "
+                             "run. Lower learning_starts or raise total_env_steps.")
 
     # ----- networks ----------------------------------------------------------------------
     @property

@@ -352,14 +352,15 @@ class Checkpointer:
     def _broken(self, chunk: int, err: Exception) -> CheckpointError:
         others = [s for s in self.steps() if s != chunk]
         hint = (
-            f" Other saved chunks: {', '.join(map(str, others))}; move the broken folder "
-            "aside to use the previous one."
+            f" Other saved chunks: {', '.join(map(str, others))} (`--chunk N` loads one; "
+            "`--resume` needs the broken folder moved aside)."
             if others
             else ""
         )
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         return CheckpointError(
             f"checkpoint {os.path.join(self.directory, str(chunk))} cannot be "
-            f"read ({type(err).__name__}: {str(err)[:300]}).{hint}"
+            f"read ({type(err).__name__}: {first[:160]}).{hint}"
         )
 
     def wait(self) -> None:
@@ -473,9 +474,11 @@ def load_run(run_dir: str, chunk: int | None = None, env_name: str | None = None
     try:
         step = ckpt.select(chunk)
         meta = ckpt.restore_meta(step)
-        agent, env, spec = runner_lib.build(agent_name, env_name, cfg, agent_config)
-        check_spec(resolved, spec, env_name)
+        agent, env, spec = runner_lib.build(agent_name, train_env, cfg, agent_config)
         state = restore_runner(ckpt, step, meta, agent, env, spec, cfg, hp)
+        if env_name != train_env:  # the runner's env_state stays the training env's
+            agent, env, spec = runner_lib.build(agent_name, env_name, cfg, agent_config)
+            check_spec(resolved, spec, env_name)
     finally:
         ckpt.close()
     return LoadedRun(

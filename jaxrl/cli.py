@@ -156,6 +156,8 @@ def train(argv: list[str]) -> None:
             args, agent_name, env_name, cfg, agent_cfg = resolve(argv)
             stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
             run_dir = args.run_dir or os.path.join("runs", f"{agent_name}-{env_name}-{stamp}")
+            if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+                raise ValueError(f"--run-dir {run_dir!r} is a file, not a folder.")
             result = runner.train(agent_name, env_name, cfg, agent_cfg, run_dir, args.progress,
                                   resolved={"preset": args.preset})
     except (ValueError, EnvAssetError) as err:

@@ -187,8 +187,8 @@ def _onnx_outputs(model_bytes: bytes, names: list[str], batches: list[np.ndarray
     try:
         import onnxruntime as ort
     except ImportError as err:
-        raise ImportError("the ONNX parity check needs the `export` extra: pip install "
-                          f"'jaxrl[export]' ({err}).") from err
+        raise ImportError("the ONNX parity check needs the `export` extra: from the "
+                          f"jaxrl checkout, pip install -e '.[export]' ({err}).") from err
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1

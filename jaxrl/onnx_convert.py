@@ -134,8 +134,8 @@ def jaxpr_to_onnx(closed: jcore.ClosedJaxpr, input_names: Sequence[str],
         ImportError: `onnx` is not installed (the `export` extra).
     """
     if onnx is None:
-        raise ImportError("ONNX export needs the `export` extra: pip install 'jaxrl[export]' "
-                          f"({_ONNX_IMPORT_ERROR}).")
+        raise ImportError("ONNX export needs the `export` extra: from the jaxrl checkout, "
+                          f"pip install -e '.[export]' ({_ONNX_IMPORT_ERROR}).")
     jaxpr = closed.jaxpr
     if len(input_names) != len(jaxpr.invars) or len(output_names) != len(jaxpr.outvars):
         raise ValueError(f"{len(jaxpr.invars)} inputs / {len(jaxpr.outvars)} outputs traced, "

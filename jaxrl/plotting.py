@@ -143,6 +143,11 @@ def plot_runs(run_dirs: Sequence[str], out: str, metric: str = DEFAULT_METRIC,
               labels: Sequence[str] | None = None, dpi: int = 120) -> str:
     """Draws `make_figure(run_dirs, metric, labels)` to `out` (PNG; any matplotlib format by
     extension) and returns `out`."""
+    ext = os.path.splitext(out)[1].lower().lstrip(".")
+    supported = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
+    if ext not in supported:
+        raise PlotError(f"unsupported image extension {ext or '(none)'!r} for {out!r}: use "
+                        ".png (or .pdf, .svg, .jpg).")
     fig = make_figure(run_dirs, metric, labels)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     fig.savefig(out, dpi=dpi)

@@ -199,8 +199,8 @@ def write_video(frames: np.ndarray, out: str, fps: float) -> str:
     try:
         import imageio.v2 as imageio
     except ImportError as err:
-        raise RenderError("writing videos needs the `export` extra: pip install "
-                          f"'jaxrl[export]' ({err}).") from err
+        raise RenderError("writing videos needs the `export` extra: from the "
+                          f"jaxrl checkout, pip install -e '.[export]' ({err}).") from err
 
     ext = os.path.splitext(out)[1].lower()
     if ext not in (".mp4", ".gif"):

@@ -142,6 +142,9 @@ def _agents_on_pointmass():
     params = []
     for name in agent_lib.list_agents():
         overrides = dict(toy[name].agent_overrides) if name in toy else {}
+        if "learning_starts" in agent_lib.config_fields(agent_lib.lookup(name)[1]):
+            # Off-policy agents: a replay small enough for this short layout.
+            overrides.update(buffer_size=4096, learning_starts=64, batch_size=32)
         try:
             built = runner.build(name, "PointMass1D", cfg,
                                  agent_lib.lookup(name)[1](**overrides))

@@ -167,6 +167,9 @@ def test_agent_two_chunks_on_toy_env(name):
     ({"critic_type": "categorical", "v_min": 5.0, "v_max": -5.0}, "v_min < v_max"),
     ({"truncation": "brax", "n_step": 3}, "n_step"),
     ({"gamma": float("nan")}, "gamma"),
+    ({"activation": "foo"}, "activation"),
+    ({"log_std_min": 3.0, "log_std_max": -3.0}, "log_std_min"),
+    ({"learning_starts": 1_000_000}, "no gradient step"),
 ])
 def test_bad_input_raises_before_compiling(overrides, match, monkeypatch):
     monkeypatch.setattr(loop, "make_train", lambda *a, **k: pytest.fail("compiled"))
@@ -196,3 +199,10 @@ def test_distributional_clipped_double_q_takes_the_lower_head():
                            train=cfg)
     mixed = mean_agent.categorical_target(logits, jnp.zeros(1), jnp.ones(1), jnp.zeros(1))
     np.testing.assert_allclose(mixed[0], np.where((z == 1.0) | (z == 2.0), 0.5, 0.0), atol=1e-6)
+
+
+def test_ppo_unknown_activation_raises_before_compiling(monkeypatch):
+    monkeypatch.setattr(loop, "make_train", lambda *a, **k: pytest.fail("compiled"))
+    with pytest.raises(ValueError, match="activation must be one of"):
+        runner.build("ppo", "PointMass1D", configs.get("ppo-toy-cpu").train,
+                     lookup("ppo")[1](activation="foo", num_minibatches=4))
