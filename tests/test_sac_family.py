@@ -67,7 +67,8 @@ def test_truncated_gaussian_density_samples_entropy():
 def test_flash_target_entropy_and_alpha_gradient():
     cfg = configs.get("sac-toy-cpu").train
     agent_cls, cfg_cls = lookup("sac")
-    spec = dataclasses.replace(runner.build("sac", "PointMass1D", cfg, cfg_cls())[2],
+    small = cfg_cls(learning_starts=64, buffer_size=4096, batch_size=32)
+    spec = dataclasses.replace(runner.build("sac", "PointMass1D", cfg, small)[2],
                                action_size=12)
     agent = agent_cls(config=cfg_cls(target_entropy="flash"), spec=spec, train=cfg)
     np.testing.assert_allclose(agent.target_entropy(), -5.738177, atol=1e-5)
@@ -188,7 +189,8 @@ def test_distributional_clipped_double_q_takes_the_lower_head():
     """Spec test 2: E[Z1] = 1 < E[Z2] = 2, so the target is the projection of head 1."""
     cfg = _toy_cfg()
     agent_cls, cfg_cls = lookup("sac")
-    c = cfg_cls(critic_type="categorical", num_atoms=21, v_min=-10.0, v_max=10.0)
+    c = cfg_cls(critic_type="categorical", num_atoms=21, v_min=-10.0, v_max=10.0,
+                learning_starts=64, buffer_size=4096, batch_size=32)
     agent = agent_cls(config=c, spec=runner.build("sac", "PointMass1D", cfg, c)[2], train=cfg)
     z = np.linspace(-10, 10, 21)
     big = 50.0  # near one-hot logits
