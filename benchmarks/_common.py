@@ -318,3 +318,21 @@ def write_json(path: str | None, res: dict) -> None:
     if path:
         with open(path, "w") as f:
             json.dump(res, f, indent=2)
+
+
+def brax_lines(b: dict, trainer: dict | None) -> list[str]:
+    """Bullet lines for a Brax worker result `b` (its `trainer` part: `b["ppo"]` or `b["sac"]`)
+    and the raw SPS measured inside the Brax venv; shared by both throughput benchmarks."""
+    out = []
+    if trainer:
+        load = trainer.get("loadavg_at_end")
+        out.append(f"- brax: {fmt(trainer['steady_env_steps'])} steps in "
+                   f"{trainer['steady_seconds']:.1f} s over epochs {trainer['steady_epochs']} of "
+                   f"{len(trainer['epochs'])} (left out: {epoch_summary(trainer)}); Brax's own "
+                   f"training/sps mean over the same epochs: "
+                   f"{fmt(trainer['brax_training_sps_mean_steady'])}"
+                   + (f"; load average at end {load}" if load is not None else ""))
+    if b.get("raw"):
+        out.append(f"- raw SPS inside the Brax venv (plain Playground env, jax "
+                   f"{b['versions']['jax']}): {fmt(b['raw']['sps'])}")
+    return out

@@ -327,17 +327,7 @@ def details(res: dict) -> list[str]:
                    f"{o['compile_seconds']:.1f} s (excluded); num_updates {o['num_updates']:,}"
                    f" (expected {o['num_updates_expected']:,}); load average at end "
                    f"{o.get('loadavg_at_end', '-')}")
-    bs = b.get("sac")
-    if bs:
-        out.append(f"- brax: {fmt(bs['steady_env_steps'])} steps in {bs['steady_seconds']:.1f} s"
-                   f" over epochs {bs['steady_epochs']} of {len(bs['epochs'])} (left out: "
-                   f"{common.epoch_summary(bs)}); Brax's own training/sps mean over the same "
-                   f"epochs: {fmt(bs['brax_training_sps_mean_steady'])}; load average at end "
-                   f"{bs.get('loadavg_at_end', '-')}")
-    if b.get("raw"):
-        out.append(f"- raw SPS inside the Brax venv (plain Playground env, jax "
-                   f"{b['versions']['jax']}): {fmt(b['raw']['sps'])}")
-    return out + common.machine_lines(res)
+    return out + common.brax_lines(b, b.get("sac")) + common.machine_lines(res)
 
 
 def main(argv=None) -> None:

@@ -211,15 +211,7 @@ def details(res: dict) -> list[str]:
         out.append(f"- ours: {fmt(ours['env_steps'])} steps in {ours['train_seconds']:.1f} s "
                    f"(compile {ours['compile_seconds']:.1f} s, excluded); excluding chunk 1: "
                    f"{fmt(ours['sps_excl_first_chunk'])} SPS")
-    if bp:
-        out.append(f"- brax: {fmt(bp['steady_env_steps'])} steps in {bp['steady_seconds']:.1f} s"
-                   f" over epochs {bp['steady_epochs']} of {len(bp['epochs'])} (left out: "
-                   f"{common.epoch_summary(bp)}); Brax's own training/sps mean over the same "
-                   f"epochs: {fmt(bp['brax_training_sps_mean_steady'])}")
-    if b.get("raw"):
-        out.append(f"- raw SPS inside the Brax venv (plain Playground env, jax "
-                   f"{b['versions']['jax']}): {fmt(b['raw']['sps'])}")
-    return out + common.machine_lines(res)
+    return out + common.brax_lines(b, bp) + common.machine_lines(res)
 
 
 def main(argv=None) -> None:
