@@ -1,6 +1,7 @@
 """Agents: one file per algorithm, registered by name."""
 
 from jaxrl.agent import register
+from jaxrl.agents.crl import CRL, CRLConfig
 from jaxrl.agents.fastdsac import FastDSAC, FastDSACConfig
 from jaxrl.agents.ppo import PPO, PPOConfig
 from jaxrl.agents.sac import SAC, SACConfig
@@ -10,6 +11,7 @@ register("ppo", PPO, PPOConfig)
 register("sac", SAC, SACConfig)
 register("fastdsac", FastDSAC, FastDSACConfig)
 register("warpsac", WarpSAC, WarpSACConfig)
+register("crl", CRL, CRLConfig)
 
 __all__ = ["PPO", "PPOConfig", "SAC", "SACConfig", "FastDSAC", "FastDSACConfig", "WarpSAC",
-           "WarpSACConfig"]
+           "WarpSACConfig", "CRL", "CRLConfig"]

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl.contrastive import future_offsets
 from jaxrl.types import Transition
 
 _KEYS = ("obs", "action", "reward", "terminated", "truncated", "next_obs")
@@ -87,21 +88,24 @@ def _is_float(dtype) -> bool:
     return jnp.issubdtype(dtype, jnp.floating)
 
 
-def init(example: Transition, capacity_per_env: int, obs_dtype=jnp.float32) -> ReplayState:
+def init(example: Transition, capacity_per_env: int, obs_dtype=jnp.float32,
+         extras: tuple[str, ...] = ()) -> ReplayState:
     """Empty buffer shaped after one vectorized step.
 
     Args:
         example: `Transition` whose leaves are `[N, ...]` (one vectorized step; arrays or
-            `jax.ShapeDtypeStruct`s). `extras` are ignored.
+            `jax.ShapeDtypeStruct`s). Only the `extras` named in `extras` are stored.
         capacity_per_env: C, rows kept per env (total capacity `C * N` transitions).
         obs_dtype: storage dtype of the floating leaves of `obs` and `next_obs`
             (e.g. `jnp.bfloat16` halves memory; `sample` returns float32).
+        extras: keys of `example.extras` to store too, under the same key in `data` (e.g.
+            `("traj_id",)` for the goal relabeling of `sample_future`).
 
     Returns:
         ReplayState with zero data, `write_time = -1`, `pos = size = clock = 0`.
 
     Raises:
-        ValueError: if `capacity_per_env < 1`.
+        ValueError: if `capacity_per_env < 1`, or an `extras` key is not in `example.extras`.
     """
     if capacity_per_env < 1:
         raise ValueError(f"capacity_per_env must be >= 1, got {capacity_per_env}")
@@ -120,6 +124,10 @@ def init(example: Transition, capacity_per_env: int, obs_dtype=jnp.float32) -> R
             data[k] = jnp.zeros((c,) + tuple(leaf.shape), jnp.float32)
         else:
             data[k] = alloc(leaf)
+    for k in extras:
+        if k not in example.extras:
+            raise ValueError(f"extras key {k!r} is not in the example transition's extras")
+        data[k] = jax.tree.map(alloc, example.extras[k])
     zero = jnp.zeros((), jnp.int32)
     return ReplayState(
         data=data, write_time=jnp.full((c,), -1, jnp.int32), pos=zero, size=zero, clock=zero
@@ -128,6 +136,8 @@ def init(example: Transition, capacity_per_env: int, obs_dtype=jnp.float32) -> R
 
 def add(state: ReplayState, traj: Transition) -> ReplayState:
     """Writes `traj` (leaves `[T, N, ...]`, T <= C) as T rows in time order, wrapping around.
+
+    Stored extras (see `init`) are read from `traj.extras`.
 
     Row `t` of `traj` goes to row `(pos + t) % C` with `write_time = clock + t`; the oldest rows
     are overwritten once the buffer is full.
@@ -147,6 +157,8 @@ def add(state: ReplayState, traj: Transition) -> ReplayState:
         return buf.at[idx].set(x.astype(buf.dtype), unique_indices=True)
 
     data = {k: jax.tree.map(put, state.data[k], getattr(traj, k)) for k in _KEYS}
+    data.update({k: jax.tree.map(put, state.data[k], traj.extras[k])
+                 for k in state.data if k not in _KEYS})
     write_time = state.write_time.at[idx].set(state.clock + jnp.arange(t, dtype=jnp.int32))
     return ReplayState(
         data=data,
@@ -300,4 +312,75 @@ def sample(
         terminated=terminated,
         truncated=state.data["truncated"][last, envs],
         n=n,
+    )
+
+
+@struct.dataclass
+class FutureBatch:
+    """Transitions with a future state of the same episode (goal relabeling), B = batch size.
+
+    Attributes:
+        obs, action, next_obs: the sampled transition at row t (float32 leaves `[B, ...]`).
+        future_obs: `next_obs` of row `t + offset - 1`: the state reached `offset` steps after
+            `obs`, in the same episode (float32 `[B, ...]`).
+        offset: int32 `[B]`, steps from `obs` to `future_obs`, `>= 1`.
+        traj_id: int32 `[B]`, episode id of row t; `future_traj_id`: of the future row (equal).
+    """
+
+    obs: Any
+    action: jax.Array
+    next_obs: Any
+    future_obs: Any
+    offset: jax.Array
+    traj_id: jax.Array
+    future_traj_id: jax.Array
+
+
+def sample_future(state: ReplayState, key: jax.Array, batch_size: int, *, gamma,
+                  horizon: int) -> FutureBatch:
+    """Samples transitions and a geometric future state of the same episode (CRL relabeling).
+
+    The env column and the row t are uniform over the written rows. The goal row is `t + k`
+    with `P(k) ∝ gamma^k` over `k < horizon` such that row `t + k` (mod C) is written, not newer
+    than the write head, and has the same `traj_id` as row t; the future state is that row's
+    `next_obs`, so the offset from `obs_t` is `k + 1 >= 1` steps and the episode's final
+    observation can be a goal. JaxGCRL (`crl.py::flatten_batch`, PR #24) draws from a window of
+    `episode_length` rows in the same way but takes `obs_{t+k}` with `k >= 1` and falls back to
+    `obs_t` itself at an episode's last step; using `next_obs` has no such fallback.
+
+    Args:
+        state: a buffer created with `extras=("traj_id",)` (int32 episode ids per row).
+        key: PRNG key.
+        batch_size: B (static).
+        gamma: relabeling discount in (0, 1] (float or float32 scalar).
+        horizon: H, the longest offset considered (static; the episode length is natural).
+
+    Returns:
+        FutureBatch with leaves `[B, ...]`.
+
+    Raises:
+        ValueError: the buffer stores no `traj_id`, or `horizon < 1`.
+    """
+    if "traj_id" not in state.data:
+        raise ValueError("sample_future needs a buffer created with extras=('traj_id',)")
+    if horizon < 1:
+        raise ValueError(f"horizon must be >= 1, got {horizon}")
+    c, num_envs = state.data["reward"].shape
+    key_env, key_row, key_k = jax.random.split(key, 3)
+    envs = jax.random.randint(key_env, (batch_size,), 0, num_envs)
+    rows = (state.pos - state.size + _uniform_below(key_row, (batch_size,), state.size)) % c
+    k = jnp.arange(horizon, dtype=jnp.int32)
+    idx = (rows[:, None] + k) % c  # [B, H]
+    ids = state.data["traj_id"]
+    avail = (state.pos - rows - 1) % c + 1  # rows from `row` to the newest written row
+    valid = (k[None] < avail[:, None]) & (ids[idx, envs[:, None]] == ids[rows, envs][:, None])
+    future = (rows + future_offsets(key_k, valid, gamma)) % c
+    return FutureBatch(
+        obs=_gather(state.data["obs"], rows, envs),
+        action=state.data["action"][rows, envs],
+        next_obs=_gather(state.data["next_obs"], rows, envs),
+        future_obs=_gather(state.data["next_obs"], future, envs),
+        offset=(future - rows) % c + 1,
+        traj_id=ids[rows, envs],
+        future_traj_id=ids[future, envs],
     )
