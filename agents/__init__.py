@@ -1,6 +1,7 @@
 """Agents: one file per algorithm, registered by name."""
 
 from jaxrl.agent import register
+from jaxrl.agents.cppo import CPPO, CPPOConfig
 from jaxrl.agents.crl import CRL, CRLConfig
 from jaxrl.agents.fastdsac import FastDSAC, FastDSACConfig
 from jaxrl.agents.ppo import PPO, PPOConfig
@@ -12,6 +13,8 @@ register("sac", SAC, SACConfig)
 register("fastdsac", FastDSAC, FastDSACConfig)
 register("warpsac", WarpSAC, WarpSACConfig)
 register("crl", CRL, CRLConfig)
+register("cppo", CPPO, CPPOConfig)
 
 __all__ = ["PPO", "PPOConfig", "SAC", "SACConfig", "FastDSAC", "FastDSACConfig", "WarpSAC",
-           "WarpSACConfig", "CRL", "CRLConfig"]
+           "WarpSACConfig", "CRL", "CRLConfig", "CPPO",
+           "CPPOConfig"]

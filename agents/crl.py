@@ -49,8 +49,8 @@ _HP_RANGES = {"learning_rate": (0.0, 1.0), "critic_learning_rate": (0.0, 1.0),
 
 
 @dataclasses.dataclass(frozen=True)
-class CRLConfig:
-    """CRL settings (JaxGCRL defaults). Float fields named in `HP_FIELDS` are traced."""
+class ContrastiveConfig:
+    """Networks and critic loss shared by CRL and CPPO (JaxGCRL defaults)."""
 
     hidden: tuple[int, ...] = (256, 256)
     """Hidden widths of both encoders `phi(s, a)` and `psi(g)` (JaxGCRL `h_dim x n_hidden`)."""
@@ -70,6 +70,16 @@ class CRLConfig:
     """`fwd_infonce`, `bwd_infonce`, `sym_infonce` or `binary_nce`."""
     logsumexp_penalty: float = 0.1
     """Weight of `mean(LSE_row^2)` in the critic loss."""
+    log_std_min: float = -5.0
+    """Lower bound of the actor's log-std."""
+    log_std_max: float = 2.0
+    """Upper bound of the actor's log-std."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CRLConfig(ContrastiveConfig):
+    """CRL settings (JaxGCRL defaults). Float fields named in `HP_FIELDS` are traced."""
+
     batch_size: int = 256
     """Pairs per gradient step (the negatives are the other B - 1 goals)."""
     utd_ratio: float = 1.0
@@ -80,10 +90,6 @@ class CRLConfig:
     """Transitions collected (with the initial actor) before the first gradient step."""
     horizon: int | None = None
     """Longest goal offset in steps; None: the episode length."""
-    log_std_min: float = -5.0
-    """Lower bound of the actor's log-std."""
-    log_std_max: float = 2.0
-    """Upper bound of the actor's log-std."""
     target_entropy_scale: float = 0.5
     """Target entropy `-scale * action_size` for the temperature (JaxGCRL: 0.5)."""
     learning_rate: float = 3e-4
@@ -133,13 +139,93 @@ class Encoder(nn.Module):
         return nn.Dense(self.repr_dim, kernel_init=init)(x)
 
 
+CRITIC_KEYS = ("sa_encoder", "g_encoder", "log_temperature")
+
+
 @dataclasses.dataclass(frozen=True)
-class CRL:
+class ContrastiveAgent:
+    """Networks and critic step shared by CRL and CPPO: actor `pi(a | s, g)` (tanh-Gaussian)
+    and the contrastive critic `f(s, a, g) = energy(phi(s, a), psi(g))`."""
+
+    config: ContrastiveConfig
+    spec: EnvSpec
+    train: TrainConfig
+
+    @property
+    def actor_net(self) -> Actor:
+        c = self.config
+        return Actor(tuple(c.actor_hidden), self.spec.action_size, c.activation,
+                     log_std_min=c.log_std_min, log_std_max=c.log_std_max)
+
+    @property
+    def encoder_net(self) -> Encoder:
+        c = self.config
+        return Encoder(tuple(c.hidden), c.repr_dim, c.activation, c.layer_norm,
+                       c.skip_connections)
+
+    def init_params(self, key) -> dict:
+        """`{"actor", "sa_encoder", "g_encoder", "log_temperature"}` for this env."""
+        k_actor, k_sa, k_g = jax.random.split(key, 3)
+        obs_dim, goal_dim = self.spec.obs_shape[0], len(self.spec.goal_indices)
+        sa_dim = obs_dim - goal_dim + self.spec.action_size
+        return {"actor": self.actor_net.init(k_actor, jnp.zeros((1, obs_dim))),
+                "sa_encoder": self.encoder_net.init(k_sa, jnp.zeros((1, sa_dim))),
+                "g_encoder": self.encoder_net.init(k_g, jnp.zeros((1, goal_dim))),
+                "log_temperature": jnp.zeros(())}
+
+    def policy(self, actor, obs):
+        """`(mu, std)` of the pre-tanh Gaussian for `obs = [s, g]` `[..., obs_dim]`."""
+        mu, log_std = self.actor_net.apply(actor, obs)
+        return mu, jnp.exp(log_std)
+
+    def split_obs(self, obs):
+        """`obs [..., state_dim + goal_dim]` -> (state `[..., state_dim]`, goal)."""
+        d = obs.shape[-1] - len(self.spec.goal_indices)
+        return obs[..., :d], obs[..., d:]
+
+    def goal_of(self, state_obs):
+        """Goal-space coordinates of a state (`goal_indices` entries of the obs)."""
+        return state_obs[..., jnp.asarray(self.spec.goal_indices)]
+
+    def _reprs(self, critic, s, action, goal):
+        phi = self.encoder_net.apply(critic["sa_encoder"], jnp.concatenate([s, action], -1))
+        return phi, self.encoder_net.apply(critic["g_encoder"], goal)
+
+    def logits(self, critic, s, action, goal):
+        """`[B, B]` energies between `phi(s_i, a_i)` and `psi(g_j)`."""
+        phi, psi = self._reprs(critic, s, action, goal)
+        return contrastive.energy(phi, psi, self.config.energy,
+                                  jnp.exp(critic["log_temperature"]))
+
+    def q_value(self, critic, s, action, goal):
+        """`f(s, a, g)` row-wise, float32 `[...]` (the critic's log-scale Q)."""
+        phi, psi = self._reprs(critic, s, action, goal)
+        return contrastive.pair_energy(phi, psi, self.config.energy,
+                                       jnp.exp(critic["log_temperature"]))
+
+    def critic_loss(self, critic, s, action, goal):
+        """Contrastive loss + `logsumexp_penalty * mean(LSE^2)` on one batch of positives
+        `(s_i, a_i, g_i)` `[B, ...]` (negatives: the other goals of the batch)."""
+        c = self.config
+        logits = self.logits(critic, s, action, goal)
+        loss = (contrastive.contrastive_loss(logits, c.contrastive_loss)
+                + c.logsumexp_penalty * contrastive.logsumexp_penalty(logits))
+        return loss, dict(contrastive.critic_metrics(logits), **{"train/critic_loss": loss})
+
+    def critic_step(self, params, opt_state, s, action, goal, lr):
+        """One Adam step of the critic. Returns (params, critic opt state, metrics)."""
+        critic = {k: params[k] for k in CRITIC_KEYS}
+        (_, metrics), grads = jax.value_and_grad(self.critic_loss, has_aux=True)(
+            critic, s, action, goal)
+        critic, opt_state = optim.apply(optim.make_optimizer(), opt_state, critic, grads, lr)
+        return dict(params, **critic), opt_state, metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class CRL(ContrastiveAgent):
     """Contrastive RL (off-policy, goal-conditioned, reward-free)."""
 
     config: CRLConfig
-    spec: EnvSpec
-    train: TrainConfig
     on_policy: bool = False
 
     def default_hp(self) -> dict[str, float]:
@@ -188,51 +274,31 @@ class CRL:
                              f"{train_cfg.real_total_env_steps} env steps: no gradient step would "
                              "run. Lower learning_starts or raise total_env_steps.")
 
-    # ----- networks ----------------------------------------------------------------------
-    @property
-    def actor_net(self) -> Actor:
-        c = self.config
-        return Actor(tuple(c.actor_hidden), self.spec.action_size, c.activation,
-                     log_std_min=c.log_std_min, log_std_max=c.log_std_max)
-
-    @property
-    def encoder_net(self) -> Encoder:
-        c = self.config
-        return Encoder(tuple(c.hidden), c.repr_dim, c.activation, c.layer_norm,
-                       c.skip_connections)
-
     def init(self, key, spec: EnvSpec, hp) -> CRLState:
-        k_actor, k_sa, k_g = jax.random.split(key, 3)
-        obs_dim, goal_dim, n = spec.obs_shape[0], len(spec.goal_indices), self.train.num_envs
-        state_dim = obs_dim - goal_dim
-        params = {"actor": self.actor_net.init(k_actor, jnp.zeros((1, obs_dim))),
-                  "sa_encoder": self.encoder_net.init(
-                      k_sa, jnp.zeros((1, state_dim + spec.action_size))),
-                  "g_encoder": self.encoder_net.init(k_g, jnp.zeros((1, goal_dim))),
-                  "log_temperature": jnp.zeros(())}
+        params = self.init_params(key)
+        obs_dim, n = spec.obs_shape[0], self.train.num_envs
         opt = optim.make_optimizer()
         example = Transition(obs=jnp.zeros((n, obs_dim)), action=jnp.zeros((n, spec.action_size)),
                              reward=jnp.zeros(n), terminated=jnp.zeros(n), truncated=jnp.zeros(n),
                              next_obs=jnp.zeros((n, obs_dim)),
                              extras={"traj_id": jnp.zeros(n, jnp.int32)})
-        critic = {k: params[k] for k in ("sa_encoder", "g_encoder", "log_temperature")}
         return CRLState(
             params=params,
-            opt_state={"actor": opt.init(params["actor"]), "critic": opt.init(critic),
+            opt_state={"actor": opt.init(params["actor"]),
+                       "critic": opt.init({k: params[k] for k in CRITIC_KEYS}),
                        "alpha": opt.init(jnp.zeros(()))},
             log_alpha=jnp.zeros(()),
             buffer=replay.init(example, self.capacity_per_env, extras=("traj_id",)),
             hp={k: jnp.asarray(v, jnp.float32) for k, v in hp.items()},
             num_updates=jnp.zeros((), jnp.int32))
 
-    # ----- protocol ----------------------------------------------------------------------
     def act(self, state: CRLState, obs, key, deterministic: bool = False):
         """Action in [-1, 1] `[N, A]` from `pi(. | s, g)` on `obs = [s, g]`; `tanh(mu)` when
         deterministic."""
-        mu, log_std = self.actor_net.apply(state.params["actor"], obs)
+        mu, std = self.policy(state.params["actor"], obs)
         if deterministic:
             return dist.mode(mu), {}
-        return jnp.tanh(dist.sample(key, mu, jnp.exp(log_std))), {}
+        return jnp.tanh(dist.sample(key, mu, std)), {}
 
     def update(self, state: CRLState, traj: Transition, key):
         clean = Transition(obs=traj.obs, action=traj.action, reward=traj.reward,
@@ -247,62 +313,26 @@ class CRL:
         metrics["buffer/transitions"] = replay.num_transitions(state.buffer).astype(jnp.float32)
         return state, metrics
 
-    # ----- gradient steps ----------------------------------------------------------------
     def _train_steps(self, state: CRLState, key):
         state, metrics = jax.lax.scan(self._one_step, state,
                                       jax.random.split(key, self.updates_per_call))
         return state, jax.tree.map(jnp.mean, metrics)
 
     def _one_step(self, state: CRLState, key):
-        c = self.config
+        """Relabel a batch; actor and temperature step, then critic step (JaxGCRL order)."""
         k_sample, k_actor = jax.random.split(key)
-        batch = replay.sample_future(state.buffer, k_sample, c.batch_size,
+        batch = replay.sample_future(state.buffer, k_sample, self.config.batch_size,
                                      gamma=state.hp["gamma"], horizon=self.horizon)
         s, goal = self.split_obs(batch.obs)[0], self.goal_of(batch.future_obs)
         state, actor_metrics = self._actor_step(state, s, goal, k_actor)
-        opt = optim.make_optimizer()
-        critic = {k: state.params[k] for k in ("sa_encoder", "g_encoder", "log_temperature")}
-        (_, metrics), grads = jax.value_and_grad(self.critic_loss, has_aux=True)(
-            critic, s, batch.action, goal)
-        critic, opt_critic = optim.apply(opt, state.opt_state["critic"], critic, grads,
-                                         state.hp["critic_learning_rate"])
-        state = state.replace(params=dict(state.params, **critic),
-                              opt_state=dict(state.opt_state, critic=opt_critic),
+        params, opt_critic, metrics = self.critic_step(
+            state.params, state.opt_state["critic"], s, batch.action, goal,
+            state.hp["critic_learning_rate"])
+        state = state.replace(params=params, opt_state=dict(state.opt_state, critic=opt_critic),
                               num_updates=state.num_updates + 1)
         metrics.update(actor_metrics)
         metrics["train/goal_offset"] = batch.offset.mean().astype(jnp.float32)
         return state, metrics
-
-    def split_obs(self, obs):
-        """`obs [..., state_dim + goal_dim]` -> (state `[..., state_dim]`, goal)."""
-        d = obs.shape[-1] - len(self.spec.goal_indices)
-        return obs[..., :d], obs[..., d:]
-
-    def goal_of(self, state_obs):
-        """Goal-space coordinates of a state (`goal_indices` entries of the obs)."""
-        return state_obs[..., jnp.asarray(self.spec.goal_indices)]
-
-    def logits(self, critic, s, action, goal):
-        """`[B, B]` energies between `phi(s_i, a_i)` and `psi(g_j)`."""
-        phi = self.encoder_net.apply(critic["sa_encoder"], jnp.concatenate([s, action], -1))
-        psi = self.encoder_net.apply(critic["g_encoder"], goal)
-        return contrastive.energy(phi, psi, self.config.energy,
-                                  jnp.exp(critic["log_temperature"]))
-
-    def critic_loss(self, critic, s, action, goal):
-        """Contrastive loss + `logsumexp_penalty * mean(LSE^2)` on one batch."""
-        c = self.config
-        logits = self.logits(critic, s, action, goal)
-        loss = (contrastive.contrastive_loss(logits, c.contrastive_loss)
-                + c.logsumexp_penalty * contrastive.logsumexp_penalty(logits))
-        return loss, dict(contrastive.critic_metrics(logits), **{"train/critic_loss": loss})
-
-    def q_value(self, critic, s, action, goal):
-        """`f(s, a, g)` row-wise, float32 `[...]` (the critic's log-scale Q)."""
-        phi = self.encoder_net.apply(critic["sa_encoder"], jnp.concatenate([s, action], -1))
-        psi = self.encoder_net.apply(critic["g_encoder"], goal)
-        return contrastive.pair_energy(phi, psi, self.config.energy,
-                                       jnp.exp(critic["log_temperature"]))
 
     def _actor_step(self, state: CRLState, s, goal, key):
         opt = optim.make_optimizer()
@@ -322,15 +352,14 @@ class CRL:
     def _actor_loss(self, actor, state: CRLState, s, goal, key):
         """`mean(alpha log pi(a | s, g) - f(s, a, g))`, `a ~ pi` reparameterized; the critic
         parameters get no gradient from it."""
-        mu, log_std = self.actor_net.apply(actor, jnp.concatenate([s, goal], -1))
-        u = dist.sample(key, mu, jnp.exp(log_std))
-        logp = dist.log_prob(u, mu, jnp.exp(log_std))
-        critic = jax.lax.stop_gradient(
-            {k: state.params[k] for k in ("sa_encoder", "g_encoder", "log_temperature")})
+        mu, std = self.policy(actor, jnp.concatenate([s, goal], -1))
+        u = dist.sample(key, mu, std)
+        logp = dist.log_prob(u, mu, std)
+        critic = jax.lax.stop_gradient({k: state.params[k] for k in CRITIC_KEYS})
         f = self.q_value(critic, s, jnp.tanh(u), goal)
         loss = jnp.mean(jnp.exp(state.log_alpha) * logp - f)
         return loss, ({"train/actor_loss": loss, "train/entropy": -logp.mean(),
-                       "train/policy_std": jnp.exp(log_std).mean()}, logp)
+                       "train/policy_std": std.mean()}, logp)
 
 
 def check_goal_spec(spec: EnvSpec, agent: str) -> None:

@@ -236,20 +236,36 @@ class PPO:
                                mb.truncated, hp["gamma"], hp["gae_lambda"])
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         logp = dist.log_prob(mb.extras["raw_action"], loc, scale)
-        log_ratio = logp - mb.extras["log_prob"]
-        ratio = jnp.exp(log_ratio)
-        eps = hp["clipping_epsilon"]
-        surrogate = jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - eps, 1.0 + eps) * adv)
-        policy_loss = -surrogate.mean()
+        policy_loss, metrics = clipped_surrogate(logp, mb.extras["log_prob"], adv,
+                                                 hp["clipping_epsilon"])
         value_loss = 0.5 * hp["vf_coef"] * jnp.mean(jnp.square(targets - values))
         entropy = dist.entropy(key, loc, scale).mean()
         total = policy_loss + value_loss - hp["entropy_cost"] * entropy
-        metrics = {"train/total_loss": total, "train/policy_loss": policy_loss,
-                   "train/value_loss": value_loss, "train/entropy": entropy,
-                   "train/approx_kl": jnp.mean((ratio - 1.0) - log_ratio),
-                   "train/clip_fraction": jnp.mean(jnp.abs(ratio - 1.0) > eps),
-                   "train/policy_std": scale.mean()}
+        metrics.update({"train/total_loss": total, "train/value_loss": value_loss,
+                        "train/entropy": entropy, "train/policy_std": scale.mean()})
         return total, metrics
+
+
+def clipped_surrogate(logp, old_logp, adv, eps):
+    """PPO's clipped objective (Schulman et al. 2017, Eq. 7) as a loss to minimize.
+
+    Args:
+        logp, old_logp: float32 `[...]` log-probs of the taken actions under the current and
+            the behaviour policy.
+        adv: float32 `[...]` advantages (already normalized if wanted).
+        eps: clip range (float or float32 scalar).
+
+    Returns:
+        (`-mean(min(r A, clip(r, 1 - eps, 1 + eps) A))`, metrics `train/policy_loss`,
+        `train/approx_kl` (`mean((r - 1) - log r)`), `train/clip_fraction`).
+    """
+    log_ratio = logp - old_logp
+    ratio = jnp.exp(log_ratio)
+    surrogate = jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - eps, 1.0 + eps) * adv)
+    loss = -surrogate.mean()
+    return loss, {"train/policy_loss": loss,
+                  "train/approx_kl": jnp.mean((ratio - 1.0) - log_ratio),
+                  "train/clip_fraction": jnp.mean(jnp.abs(ratio - 1.0) > eps)}
 
 
 _HP_RANGES = {"learning_rate": (0.0, 1.0), "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0),

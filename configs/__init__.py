@@ -46,5 +46,6 @@ def get(name: str) -> Preset:
     return PRESETS[name]
 
 
+from jaxrl.configs import crl as _crl  # noqa: E402,F401
 from jaxrl.configs import ppo as _ppo  # noqa: E402,F401  (registers the presets)
 from jaxrl.configs import sac as _sac  # noqa: E402,F401

@@ -1,0 +1,63 @@
+"""Contrastive RL presets: CRL (JaxGCRL settings on GPU, small runs on CPU) and CPPO.
+
+GPU presets follow JaxGCRL's `scripts/train.sh` (`specs/crl.md` Sec. 6): 512 envs, unroll 62,
+batch 256, lr 3e-4, representation 64, 256 x 2 encoders, `norm` energy, 10M env steps, replay
+10,000 rows per env, prefill 1,000 rows. JaxGCRL takes `num_envs * (episode_length - 1) /
+batch_size` gradient steps per collect of `unroll_length * num_envs` steps; with 512 envs,
+episode length 1000 and batch 256 that is 1998 steps per 62 vectorized steps, i.e.
+`utd_ratio = 1998 / 62`. CPU presets are sized to learn on 2 cores (budgets in
+`benchmarks/RESULTS.md`).
+"""
+
+from jaxrl.configs import Preset, register
+from jaxrl.loop import TrainConfig
+
+_JAXGCRL = (("batch_size", 256), ("learning_rate", 3e-4), ("critic_learning_rate", 3e-4),
+            ("alpha_learning_rate", 3e-4), ("gamma", 0.99), ("contrastive_loss", "bwd_infonce"),
+            ("energy", "norm"), ("utd_ratio", 1998 / 62), ("buffer_size", 10_000 * 512),
+            ("learning_starts", 1000 * 512))
+
+
+_JAXGCRL_TRAIN = TrainConfig(num_envs=512, unroll_length=62, total_env_steps=10_000_000,
+                             num_chunks=50, num_eval_envs=256)
+
+for _env in ("AntGoal", "PusherGoal", "ReacherGoal"):
+    register(Preset(
+        name=f"crl-{_env.removesuffix('Goal').lower()}", agent="crl", env=_env,
+        train=_JAXGCRL_TRAIN, agent_overrides=_JAXGCRL,
+        description=f"CRL on {_env} with JaxGCRL's train.sh settings (GPU scale)."))
+
+register(Preset(
+    name="crl-pointmaze-cpu", agent="crl", env="PointMaze",
+    train=TrainConfig(num_envs=64, unroll_length=10, total_env_steps=160_000, num_chunks=4,
+                      num_eval_envs=64),
+    agent_overrides=(("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("batch_size", 256),
+                     ("utd_ratio", 1.0), ("buffer_size", 160_000), ("learning_starts", 6_400),
+                     ("gamma", 0.9)),
+    description="CRL on the pure-JAX point maze, 2 CPU cores (tests)."))
+
+register(Preset(
+    name="crl-reacher-cpu", agent="crl", env="ReacherGoal",
+    train=TrainConfig(num_envs=64, unroll_length=10, total_env_steps=160_000, num_chunks=4,
+                      num_eval_envs=64),
+    agent_overrides=(("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("batch_size", 256),
+                     ("utd_ratio", 1.0), ("buffer_size", 160_000), ("learning_starts", 6_400),
+                     ("gamma", 0.9)),
+    description="CRL on the Brax reacher goal task, 2 CPU cores (tests)."))
+
+register(Preset(
+    name="cppo-pointmaze-cpu", agent="cppo", env="PointMaze",
+    train=TrainConfig(num_envs=128, unroll_length=50, total_env_steps=1_280_000, num_chunks=4,
+                      num_eval_envs=64),
+    agent_overrides=(("hidden", (128, 128)), ("actor_hidden", (128, 128)),
+                     ("critic_batch_size", 256), ("critic_epochs", 2), ("num_epochs", 4),
+                     ("num_minibatches", 8), ("gamma", 0.9)),
+    description="CPPO (our reconstruction) on the pure-JAX point maze, 2 CPU cores (tests)."))
+
+register(Preset(
+    name="cppo-ant", agent="cppo", env="AntGoal",
+    train=TrainConfig(num_envs=2048, unroll_length=128, total_env_steps=100_000_000,
+                      num_chunks=50, num_eval_envs=256),
+    agent_overrides=(("critic_batch_size", 1024), ("critic_epochs", 2), ("num_epochs", 4),
+                     ("num_minibatches", 32)),
+    description="CPPO (our reconstruction) on Ant goal reaching (GPU scale, untuned)."))

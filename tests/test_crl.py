@@ -1,0 +1,133 @@
+"""CRL and CPPO on the pure-JAX point maze: mechanics, bad input, advantages (specs/crl.md)."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl import loop, runner
+from jaxrl.agent import lookup
+from jaxrl.agents.cppo import baseline_advantage
+from jaxrl.agents.crl import CRITIC_KEYS, check_goal_spec
+from jaxrl.types import EnvSpec
+
+TRAIN = loop.TrainConfig(num_envs=8, unroll_length=5, total_env_steps=800, num_chunks=2,
+                         num_eval_envs=4)
+
+
+def _small(name, **kw):
+    cfg_cls = lookup(name)[1]
+    base = dict(hidden=(32, 32), actor_hidden=(32, 32), repr_dim=8)
+    if name == "crl":
+        base.update(batch_size=16, buffer_size=400, learning_starts=80)
+    else:
+        base.update(critic_batch_size=8, num_minibatches=4, num_epochs=2, critic_epochs=1,
+                    num_action_samples=4)
+    return cfg_cls(**dict(base, **kw))
+
+
+@pytest.fixture(scope="module", params=["crl", "cppo"])
+def trained(request):
+    name = request.param
+    result = runner.train(name, "PointMaze", TRAIN, _small(name), run_dir=None, progress=False)
+    result.agent = runner.build(name, "PointMaze", TRAIN, _small(name))[0]
+    return name, result
+
+
+def test_two_chunks_finite_metrics(trained):
+    name, result = trained
+    assert result.env_steps == 800
+    last = result.records[-1]
+    for key in ("train/critic_loss", "train/accuracy", "train/logsumexp",
+                "eval/episode_success", "eval/episode_success_any", "eval/episode_return"):
+        assert np.isfinite(last[key]), (key, last)
+    assert 0.0 <= last["train/accuracy"] <= 1.0
+    assert 0.0 <= last["eval/episode_success_any"] <= 1.0
+    # Time near the goal is a step count within the episode length.
+    assert 0.0 <= last["eval/episode_success"] <= 50.0
+    if name == "crl":
+        # The buffer holds every collected step (800 < 400 rows x 8 envs is not hit: capped).
+        assert last["buffer/transitions"] == 400
+        assert 1.0 <= last["train/goal_offset"] <= 50.0
+
+
+def test_crl_state_has_no_target_network_and_actor_step_leaves_critic(trained):
+    name, result = trained
+    if name != "crl":
+        pytest.skip("CRL only")
+    state = jax.tree.map(lambda x: x[0], result.runner.agent_state)  # seed axis
+    assert not any("target" in f.name for f in dataclasses.fields(state))
+    agent = result.agent
+    s = jnp.zeros((16, 2))
+    goal = jnp.ones((16, 2))
+    new, _ = agent._actor_step(state, s, goal, jax.random.PRNGKey(0))
+    for k in CRITIC_KEYS:
+        jax.tree.map(np.testing.assert_array_equal, new.params[k], state.params[k])
+    assert not np.allclose(new.params["actor"]["params"]["Dense_0"]["kernel"],
+                           state.params["actor"]["params"]["Dense_0"]["kernel"])
+    # The critic step changes only the critic.
+    params, _, _ = agent.critic_step(state.params, state.opt_state["critic"], s,
+                                     jnp.zeros((16, 2)), goal, 1e-3)
+    jax.tree.map(np.testing.assert_array_equal, params["actor"], state.params["actor"])
+
+
+def test_baseline_advantage_hand_computed():
+    # 3 discrete actions, Q = [1, 2, 3], pi = [0.2, 0.3, 0.5]: V = 2.3.
+    q = jnp.array([1.0, 2.0, 3.0])
+    samples = jnp.array([1.0] * 2 + [2.0] * 3 + [3.0] * 5)[:, None]  # 10 draws at those rates
+    adv = baseline_advantage(q, jnp.broadcast_to(samples, (10, 3)))
+    np.testing.assert_allclose(adv, [-1.3, -0.3, 0.7], atol=1e-6)
+    adv_exp = baseline_advantage(jnp.log(q), jnp.log(jnp.broadcast_to(samples, (10, 3))), "exp")
+    np.testing.assert_allclose(adv_exp, [-1.3, -0.3, 0.7], atol=1e-5)
+
+
+def test_cppo_monte_carlo_baseline_converges(trained):
+    name, result = trained
+    if name != "cppo":
+        pytest.skip("CPPO only")
+    state = jax.tree.map(lambda x: x[0], result.runner.agent_state)
+    obs = jnp.array([[1.5, 1.5, 3.5, 3.5], [2.5, 1.5, 1.5, 3.5]])
+    act = jnp.zeros((2, 2))
+    errors = []
+    for m in (4, 64, 4096):
+        agent = dataclasses.replace(result.agent, config=dataclasses.replace(
+            result.agent.config, num_action_samples=m))
+        est = np.stack([agent.advantages(state.params, obs, act, jax.random.PRNGKey(i))
+                        for i in range(16)])
+        errors.append(est.std(axis=0).mean())
+    assert errors[0] > errors[1] > errors[2], errors
+
+
+def test_step_accounting_with_action_repeat():
+    cfg = loop.TrainConfig(num_envs=4, unroll_length=10, action_repeat=2, num_chunks=5,
+                           total_env_steps=400)
+    assert cfg.iterations_per_chunk == 1 and cfg.real_total_env_steps == 400
+
+
+@pytest.mark.parametrize("name", ["crl", "cppo"])
+def test_non_goal_env_rejected_before_compiling(name):
+    with pytest.raises(ValueError, match="goal-conditioned env"):
+        runner.train(name, "PointMass1D", TRAIN, _small(name), run_dir=None, progress=False)
+
+
+def test_goal_indices_out_of_range():
+    spec = EnvSpec(name="x", obs_shape=(6,), action_size=2, action_low=(-1.0,) * 2,
+                   action_high=(1.0,) * 2, episode_length=10, goal_indices=(0, 4))
+    with pytest.raises(ValueError, match=r"out of range: \[4\]"):
+        check_goal_spec(spec, "crl")
+
+
+@pytest.mark.parametrize("name,kw,match", [
+    ("crl", {"energy": "manhattan"}, "energy must be one of"),
+    ("crl", {"contrastive_loss": "dpo"}, "contrastive_loss must be one of"),
+    ("crl", {"batch_size": 4096}, "batch_size = 4096 is larger"),
+    ("crl", {"utd_ratio": 0.1}, "gradient steps per update"),
+    ("crl", {"gamma": float("nan")}, "gamma = nan"),
+    ("cppo", {"num_minibatches": 3}, "not divisible by num_minibatches"),
+    ("cppo", {"q_space": "linear"}, "q_space"),
+])
+def test_bad_settings_rejected(name, kw, match):
+    with pytest.raises(ValueError, match=match):
+        runner.train(name, "PointMaze", TRAIN, _small(name, **kw), run_dir=None, progress=False)
