@@ -1,4 +1,5 @@
-"""Env registry: MuJoCo Playground and Brax envs by their own names, plus our toy envs.
+"""Env registry: MuJoCo Playground and Brax envs by their own names, plus our toy and
+goal-conditioned envs (`jaxrl.envs.goal`).
 
 Robot assets (MuJoCo Menagerie) resolve from `$JAXRL_MENAGERIE_PATH` when set, else from
 Playground's own location (which Playground downloads on first use when online).
@@ -12,7 +13,7 @@ import os
 
 import jax
 
-from jaxrl.envs import toy
+from jaxrl.envs import goal, toy
 from jaxrl.types import EnvSpec
 
 MENAGERIE_VAR = "JAXRL_MENAGERIE_PATH"
@@ -43,8 +44,9 @@ def playground_envs() -> tuple[str, ...]:
 
 
 def list_envs() -> dict[str, tuple[str, ...]]:
-    """Registered env names by source: `toy`, `playground`, `brax`."""
-    return {"toy": tuple(toy.TOY_ENVS), "playground": playground_envs(), "brax": BRAX_ENVS}
+    """Registered env names by source: `toy`, `goal`, `playground`, `brax`."""
+    return {"toy": tuple(toy.TOY_ENVS), "goal": tuple(goal.GOAL_ENVS),
+            "playground": playground_envs(), "brax": BRAX_ENVS}
 
 
 def check_env_name(name: str) -> str:
@@ -70,11 +72,12 @@ def make(name: str, *, impl: str | None = None, episode_length: int | None = Non
     """Builds one env by registered name.
 
     Args:
-        name: a Playground name (`CartpoleBalance`), a Brax name (`ant`) or a toy name.
+        name: a Playground name (`CartpoleBalance`), a Brax name (`ant`), a toy name or a
+            goal-conditioned env name (`PointMaze`, `ReacherGoal`, `AntGoal`, `PusherGoal`).
         impl: MJX implementation for Playground envs (`jax` or `warp`); None picks
             `default_impl()`.
         episode_length: time limit to report in the spec; None keeps the env's default.
-        **overrides: Playground config overrides, or Brax / toy constructor kwargs.
+        **overrides: Playground config overrides, or Brax / toy / goal constructor kwargs.
 
     Returns:
         A single-env object with `reset`, `step`, `action_size`, `episode_length`, `dt`.
@@ -84,8 +87,8 @@ def make(name: str, *, impl: str | None = None, episode_length: int | None = Non
         EnvAssetError: a Menagerie asset is missing (the message names $JAXRL_MENAGERIE_PATH).
     """
     check_env_name(name)
-    if name in toy.TOY_ENVS:
-        env = toy.TOY_ENVS[name](**overrides)
+    if name in toy.TOY_ENVS or name in goal.GOAL_ENVS:
+        env = {**toy.TOY_ENVS, **goal.GOAL_ENVS}[name](**overrides)
         if episode_length:
             env.episode_length = int(episode_length)
         return env

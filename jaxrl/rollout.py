@@ -25,7 +25,9 @@ def rollout(env, policy: PolicyFn, state: State, key: jax.Array, unroll_length: 
 
     Returns:
         (final env state, Transition with leaves `[T, N, ...]`). `extras` holds the policy
-        extras plus `done`, `final_episode_return`, `final_episode_length` and the env metrics
+        extras plus `done`, `final_episode_return`, `final_episode_length`, `traj_id` (int32
+        `[T, N]`: the episode counter of the state the action was taken in, i.e. the episode
+        that `obs` and `next_obs` belong to; see `wrappers.AutoReset`) and the env metrics
         (under `env/<name>`).
     """
 
@@ -52,7 +54,7 @@ def rollout_carry(env, policy, state: State, carry, key: jax.Array, unroll_lengt
         s, pc = c
         action, extras, pc = policy(s.obs, key_t, pc, s.done)
         ns = env.step(s, action)
-        extras = dict(extras, done=ns.done,
+        extras = dict(extras, done=ns.done, traj_id=s.info["traj_id"],
                       final_episode_return=ns.info["final_episode_return"],
                       final_episode_length=ns.info["final_episode_length"],
                       **{f"env/{k}": v for k, v in ns.metrics.items()})
@@ -73,29 +75,42 @@ def evaluate(env, policy: PolicyFn, key: jax.Array, num_steps: int) -> dict[str,
 
     Returns:
         `eval/episode_return` (mean), `eval/episode_return_std`, `eval/episode_length`,
-        `eval/num_episodes`, and `eval/<metric>` for each env metric at the episode end.
+        `eval/num_episodes`, and `eval/<metric>` for each env metric at the episode end. When the
+        env reports a per-step `success` metric (goal-conditioned envs, `jaxrl.envs.goal`), also
+        `eval/episode_success`, the mean over completed episodes of the summed per-step success
+        (time near the goal, in steps), and `eval/episode_success_any`, the fraction of
+        completed episodes with at least one success step (the success rate). Both as in
+        JaxGCRL `jaxgcrl/utils/evaluator.py`.
     """
     key_reset, key_run = jax.random.split(key)
     state = env.reset(key_reset)
     n = state.reward.shape[0]
     zeros = jnp.zeros(n)
     finals = jax.tree.map(jnp.zeros_like, state.metrics)
+    has_success = "success" in state.metrics
 
     def step(carry, key_t):
-        s, ret, length, ended, fin = carry
+        s, ret, length, ended, fin, succ = carry
         action, _ = policy(s.obs, key_t)
         ns = env.step(s, action)
         live = 1.0 - ended
         newly = live * ns.done
         fin = jax.tree.map(lambda f, m: jnp.where(newly > 0, m, f), fin, ns.metrics)
-        return (ns, ret + live * ns.reward, length + live, jnp.maximum(ended, ns.done), fin), None
+        if has_success:
+            succ = succ + live * ns.metrics["success"]
+        return (ns, ret + live * ns.reward, length + live, jnp.maximum(ended, ns.done), fin,
+                succ), None
 
-    init = (state, zeros, zeros, zeros, finals)
-    (_, ret, length, ended, fin), _ = jax.lax.scan(step, init, jax.random.split(key_run, num_steps))
+    init = (state, zeros, zeros, zeros, finals, zeros)
+    (_, ret, length, ended, fin, succ), _ = jax.lax.scan(
+        step, init, jax.random.split(key_run, num_steps))
     count = jnp.maximum(ended.sum(), 1.0)
     mean = (ret * ended).sum() / count
     var = (jnp.square(ret - mean) * ended).sum() / count
     out = {"eval/episode_return": mean, "eval/episode_return_std": jnp.sqrt(var),
            "eval/episode_length": (length * ended).sum() / count, "eval/num_episodes": ended.sum()}
     out.update({f"eval/{k}": (v * ended).sum() / count for k, v in fin.items()})
+    if has_success:
+        out["eval/episode_success"] = (succ * ended).sum() / count
+        out["eval/episode_success_any"] = ((succ > 0) * ended).sum() / count
     return out

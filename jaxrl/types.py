@@ -66,6 +66,13 @@ class Transition:
 class EnvSpec:
     """Static description of an environment, read with `jax.eval_shape` (no compile).
 
+    Goal-conditioned envs (`goal_indices` set; contract in `jaxrl.envs.goal`): the observation
+    is `obs = concat(state, goal)`, a flat float32 `[obs_dim]`, with
+    `state_dim = obs_dim - len(goal_indices)`; `obs[goal_indices]` compared with
+    `obs[state_dim:]` is the goal condition. Their per-step metrics `success` (float32, 1.0
+    exactly when `dist < threshold`) and `dist` (that distance) come with every step, the goal
+    is redrawn at every reset, and rollouts carry `extras["traj_id"]` (int32 episode counter).
+
     Attributes:
         name: registered env name.
         obs_shape: shape of the observation, or a dict key -> shape for dict observations.
@@ -75,6 +82,7 @@ class EnvSpec:
         episode_length: time limit in env steps (after action repeat).
         dt: control period in seconds, or None when the env does not define one.
         goal_indices: entries of the state the goal refers to (goal-conditioned envs), else None.
+            The env's class attribute of the same name.
     """
 
     name: str
@@ -89,3 +97,10 @@ class EnvSpec:
     @property
     def obs_is_dict(self) -> bool:
         return isinstance(self.obs_shape, dict)
+
+    @property
+    def state_dim(self) -> int | None:
+        """Length of the state part of a goal-conditioned observation, else None."""
+        if self.goal_indices is None or self.obs_is_dict:
+            return None
+        return int(self.obs_shape[-1]) - len(self.goal_indices)

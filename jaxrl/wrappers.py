@@ -114,7 +114,10 @@ class AutoReset(Wrapper):
     `metrics`, `terminated` and `truncated`, and adds to `info`:
     `final_obs` (the observation before reset, equal to `obs` where not done),
     `final_episode_return` / `final_episode_length` (stats of the episode that just ended),
-    `reset_key` (per-env PRNG keys, uint32 `[N, 2]`).
+    `reset_key` (per-env PRNG keys, uint32 `[N, 2]`), and `traj_id` (int32 `[N]`, a per-slot
+    episode counter: 0 after `reset`, incremented by 1 in the slots that are done in a step, so
+    it changes exactly when a new episode starts; goal relabeling masks by it like JaxGCRL's
+    `TrajectoryIdWrapper`, `jaxgcrl/utils/env.py`).
     """
 
     def reset(self, key: jax.Array) -> State:
@@ -122,7 +125,8 @@ class AutoReset(Wrapper):
         state = self.env.reset(key_env)
         n = self.env.num_envs
         info = dict(state.info, final_obs=state.obs, reset_key=jax.random.split(key_reset, n),
-                    final_episode_return=jnp.zeros(n), final_episode_length=jnp.zeros(n))
+                    final_episode_return=jnp.zeros(n), final_episode_length=jnp.zeros(n),
+                    traj_id=jnp.zeros(n, jnp.int32))
         return state.replace(info=info)
 
     def step(self, state: State, action: jax.Array) -> State:
@@ -136,7 +140,8 @@ class AutoReset(Wrapper):
         info = dict(merged.info, terminated=stepped.info["terminated"],
                     truncated=stepped.info["truncated"], final_obs=stepped.obs,
                     final_episode_return=stepped.info["episode_return"],
-                    final_episode_length=stepped.info["episode_length"], reset_key=keys[:, 1])
+                    final_episode_length=stepped.info["episode_length"], reset_key=keys[:, 1],
+                    traj_id=state.info["traj_id"] + (stepped.done > 0).astype(jnp.int32))
         return merged.replace(reward=stepped.reward, done=stepped.done, metrics=stepped.metrics,
                               info=info)
 
