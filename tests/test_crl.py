@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import loop, runner
+from jaxrl import configs, loop, runner
 from jaxrl.agent import lookup
 from jaxrl.agents.cppo import baseline_advantage
 from jaxrl.agents.crl import CRITIC_KEYS, check_goal_spec
@@ -131,3 +131,17 @@ def test_goal_indices_out_of_range():
 def test_bad_settings_rejected(name, kw, match):
     with pytest.raises(ValueError, match=match):
         runner.train(name, "PointMaze", TRAIN, _small(name, **kw), run_dir=None, progress=False)
+
+
+GOAL_PRESETS = [n for n, p in configs.PRESETS.items() if p.agent in ("crl", "cppo")]
+
+
+@pytest.mark.parametrize("name", GOAL_PRESETS)
+def test_goal_presets_validate(name):
+    """Every CRL/CPPO preset (GPU ones included) passes the checks made before compiling."""
+    preset = configs.get(name)
+    cfg = lookup(preset.agent)[1](**dict(preset.agent_overrides))
+    agent, _, spec = runner.build(preset.agent, preset.env, preset.train, cfg)
+    assert spec.goal_indices is not None
+    if preset.agent == "crl" and preset.train.num_envs == 512:
+        assert agent.updates_per_call == 1998  # JaxGCRL: 512 * 999 / 256 per 62-step collect
