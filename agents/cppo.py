@@ -8,7 +8,7 @@ below is our design (`specs/crl.md` Sec. 10) and must be revisited when the meth
 appears. Choices, each a config switch where it is one:
 
 - Data: the loop's rollout `Transition[T, N]` with the env's commanded goals; policy
-  `pi(a | s, g)`, a tanh-Gaussian on `obs = [s, g]` (log-std in [-5, 2], as CRL).
+  `pi(a | s, g)`, a tanh-Gaussian on `obs = [s, g]` with log-std in [-2, 2] (CRL: [-5, 2]).
 - Critic: CRL's `f(s, a, g) = energy(phi(s, a), psi(g))` (`agents/crl.py`, default `norm`
   energy, forward InfoNCE + 0.1 LSE penalty), trained only on the current rollout: for every
   step a future state of the same episode inside the rollout is the positive goal (geometric
@@ -82,8 +82,11 @@ class CPPOConfig(ContrastiveConfig):
     """Discount of the geometric future-goal relabeling inside the rollout."""
     clipping_epsilon: float = 0.2
     """PPO ratio clip."""
-    entropy_cost: float = 1e-3
+    entropy_cost: float = 1e-2
     """Entropy bonus weight."""
+    log_std_min: float = -2.0
+    """Lower bound of the policy's log-std. CRL's -5 let the std collapse within a few updates
+    (per-update KL 1-18 on `PointMaze`; 0.03-0.1 with -2); the eval policy is `tanh(mu)`."""
 
 
 @struct.dataclass(kw_only=True)

@@ -29,11 +29,10 @@ for _env in ("AntGoal", "PusherGoal", "ReacherGoal"):
 
 register(Preset(
     name="crl-pointmaze-cpu", agent="crl", env="PointMaze",
-    train=TrainConfig(num_envs=64, unroll_length=10, total_env_steps=160_000, num_chunks=4,
-                      num_eval_envs=64),
+    train=TrainConfig(num_envs=64, unroll_length=10, total_env_steps=120_000, num_chunks=3,
+                      num_eval_envs=128),
     agent_overrides=(("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("batch_size", 256),
-                     ("utd_ratio", 1.0), ("buffer_size", 160_000), ("learning_starts", 6_400),
-                     ("gamma", 0.9)),
+                     ("utd_ratio", 1.0), ("buffer_size", 120_000), ("learning_starts", 6_400)),
     description="CRL on the pure-JAX point maze, 2 CPU cores (tests)."))
 
 register(Preset(
@@ -47,11 +46,11 @@ register(Preset(
 
 register(Preset(
     name="cppo-pointmaze-cpu", agent="cppo", env="PointMaze",
-    train=TrainConfig(num_envs=128, unroll_length=50, total_env_steps=1_280_000, num_chunks=4,
-                      num_eval_envs=64),
+    train=TrainConfig(num_envs=64, unroll_length=50, total_env_steps=240_000, num_chunks=3,
+                      num_eval_envs=128),
     agent_overrides=(("hidden", (128, 128)), ("actor_hidden", (128, 128)),
                      ("critic_batch_size", 256), ("critic_epochs", 2), ("num_epochs", 4),
-                     ("num_minibatches", 8), ("gamma", 0.9)),
+                     ("num_minibatches", 8), ("gamma", 0.9), ("learning_rate", 1e-4)),
     description="CPPO (our reconstruction) on the pure-JAX point maze, 2 CPU cores (tests)."))
 
 register(Preset(
