@@ -11,7 +11,8 @@ side runs in a separate virtual environment, by default `.venv-brax` at the repo
 (gitignored by `.venv-*/`), created by `setup_brax_venv` (`--setup-brax-venv` in the scripts):
 `python -m venv .venv-brax` then `pip install "jax==0.8.3" "jaxlib==0.8.3" brax playground`
 (see /work/shared/peers.md). `run_worker` is the same mechanism for any worker (the off-policy
-benchmark also runs each of our agents in its own process, with a timeout).
+benchmark also runs each of our agents in its own process, with a timeout); `setup_venv` creates
+any peer's venv (`crl_throughput.py` uses it for `.venv-jaxgcrl`).
 """
 
 from __future__ import annotations
@@ -52,12 +53,13 @@ def machine_info() -> dict:
             "python": platform.python_version()}
 
 
-def versions() -> dict:
-    """Installed versions of the packages that matter (None when absent) and jax's backend."""
+def versions(extra: tuple[str, ...] = ()) -> dict:
+    """Installed versions of the packages that matter and of `extra` (None when absent), and
+    jax's backend."""
     from importlib import metadata
 
     out = {}
-    for name in PACKAGES:
+    for name in PACKAGES + tuple(extra):
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -69,17 +71,24 @@ def versions() -> dict:
 
 
 # ----- the Brax venv and its worker --------------------------------------------------------
-def setup_brax_venv(path: str, check_import: str = "brax.training.agents.ppo.train") -> None:
-    """Creates `path` (if missing) and installs the pinned Brax stack into it with pip."""
+def setup_venv(path: str, installs: list[list[str]], check_code: str) -> None:
+    """Creates the venv `path` (if missing) with the base Python of this one, upgrades pip, runs
+    `pip install ARGS` for each list in `installs` (in order), then `python -c check_code`."""
     python = os.path.join(path, "bin", "python")
     if not os.path.exists(python):
         print(f"creating {path}", flush=True)
         base = getattr(sys, "_base_executable", sys.executable)
         subprocess.run([base, "-m", "venv", path], check=True)
     subprocess.run([python, "-m", "pip", "install", "--upgrade", "pip"], check=True)
-    subprocess.run([python, "-m", "pip", "install", *BRAX_PINS], check=True)
-    subprocess.run([python, "-c", f"import {check_import}, mujoco_playground; "
-                    "import jax; print('brax venv ok, jax', jax.__version__)"], check=True)
+    for args in installs:
+        subprocess.run([python, "-m", "pip", "install", *args], check=True)
+    subprocess.run([python, "-c", check_code], check=True)
+
+
+def setup_brax_venv(path: str, check_import: str = "brax.training.agents.ppo.train") -> None:
+    """Creates `path` (if missing) and installs the pinned Brax stack into it with pip."""
+    setup_venv(path, [list(BRAX_PINS)], f"import {check_import}, mujoco_playground; "
+               "import jax; print('brax venv ok, jax', jax.__version__)")
 
 
 def worker_log_path(name: str, kind: str = "brax") -> str:
@@ -223,6 +232,18 @@ class CompileClock(logging.Handler):
 
     def seconds_between(self, t0: float, t1: float) -> float:
         return sum(sec for t, sec in self.events if t0 < t <= t1)
+
+    def wall_seconds_between(self, t0: float, t1: float) -> float:
+        """Wall time covered by the events ending in (t0, t1]: the union of their intervals,
+        so a jit traced inside another jit's tracing is not counted twice (`seconds_between`
+        sums them)."""
+        spans = sorted((t - sec, t) for t, sec in self.events if t0 < t <= t1)
+        total, end = 0.0, float("-inf")
+        for a, b in spans:
+            if b > end:
+                total += b - max(a, end)
+                end = b
+        return total
 
 
 def brax_epochs(t0: float, stamps: list, metrics: list, clock: CompileClock) -> list[dict]:
