@@ -86,9 +86,9 @@ class PointMaze:
 
     Difficulty (defaults): a uniform random policy reaches the goal at least once
     (`eval/episode_success_any`) in 0.195 of 256 episodes of 50 steps (seed 0; 0.16 to 0.21 over
-    seeds 0-2; about 2 steps near the goal per episode), while a shortest-path policy needs at
-    most 16 steps between any two points of the ring and succeeds in every episode
-    (tests/test_goal_envs.py), so a learned goal-reaching policy has room to exceed 0.8.
+    seeds 0-2; about 2 steps near the goal per episode), while the shortest path between two
+    points of the ring is at most about 4.2 cells (17 steps) and a shortest-path policy succeeds
+    in every episode (tests/test_goal_envs.py), so a learned policy has room to exceed 0.8.
     """
 
     name = "PointMaze"
