@@ -54,8 +54,19 @@ class PlaygroundEnv(_Adapter):
         return _from_playground(self.env.step(inner, self._scale(action)))
 
 
+# Brax envs whose `step` maps [-1, 1] to the actuator range itself (brax 0.14.2
+# `envs/{humanoid,humanoidstandup,inverted_pendulum,pusher}.py`): scaling here too would squeeze
+# humanoid's [-0.4, 0.4] into [-0.56, -0.24] and saturate pusher's arm at |a| > 0.5.
+SELF_SCALING_BRAX_ENVS = ("humanoid", "humanoidstandup", "inverted_pendulum", "pusher")
+
+
 class BraxEnv(_Adapter):
-    """A Brax env (`brax.envs.get_environment(name)`); `data` holds the pipeline state."""
+    """A Brax env (`brax.envs.get_environment(name)`); `data` holds the pipeline state.
+
+    Actions in [-1, 1] are mapped to the actuator range here, except for the envs in
+    `SELF_SCALING_BRAX_ENVS`, which get them clipped to [-1, 1] and scale them themselves
+    (`action_low` / `action_high` still report the range in env units).
+    """
 
     def __init__(self, name: str, env, episode_length: int = 1000):
         self.name, self.env = name, env
@@ -73,6 +84,8 @@ class BraxEnv(_Adapter):
 
         inner = BState(pipeline_state=state.data, obs=state.obs, reward=state.reward,
                        done=state.done, metrics=state.metrics, info=state.info)
+        if self.name in SELF_SCALING_BRAX_ENVS:
+            return _from_brax(self.env.step(inner, jnp.clip(action, -1.0, 1.0)))
         return _from_brax(self.env.step(inner, self._scale(action)))
 
 

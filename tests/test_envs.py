@@ -90,3 +90,27 @@ def test_missing_asset_names_the_variable(tmp_path, monkeypatch):
 def test_cpu_uses_pure_jax_mjx():
     assert registry.default_impl() == "jax"
     assert make("CartpoleBalance").env._config.impl == "jax"
+
+
+@pytest.mark.parametrize("name,scales_itself", [("inverted_pendulum", True), ("pusher", True),
+                                                 ("reacher", False)])
+def test_brax_actions_scaled_once(name, scales_itself):
+    """Brax envs that map [-1, 1] to their actuator range themselves (inverted_pendulum [-3, 3],
+    pusher [-2, 2]) get the normalized action, not one scaled twice; others get env units."""
+    from jaxrl.types import State
+
+    env = make(name)
+    seen = {}
+
+    class Recorder:  # stands in for the Brax env: records the action, returns the state
+        def step(self, state, action):
+            seen["action"] = action
+            return state
+
+    env.env = Recorder()
+    zero = jnp.zeros(())
+    env.step(State(data=None, obs=zero, reward=zero, done=zero), jnp.full(env.action_size, 0.5))
+    low, high = env.action_low, env.action_high
+    expected = 0.5 if scales_itself else low + 0.75 * (high - low)
+    assert scales_itself == (high.max() > 1.0)
+    np.testing.assert_allclose(seen["action"], expected, rtol=1e-6)
