@@ -30,7 +30,7 @@ for _env in ("AntGoal", "PusherGoal", "ReacherGoal"):
 register(Preset(
     name="crl-pointmaze-cpu", agent="crl", env="PointMaze",
     train=TrainConfig(num_envs=64, unroll_length=10, total_env_steps=120_000, num_chunks=3,
-                      num_eval_envs=128),
+                      num_eval_envs=256),
     agent_overrides=(("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("batch_size", 256),
                      ("utd_ratio", 1.0), ("buffer_size", 120_000), ("learning_starts", 6_400)),
     description="CRL on the pure-JAX point maze, 2 CPU cores (tests)."))
@@ -47,7 +47,7 @@ register(Preset(
 register(Preset(
     name="cppo-pointmaze-cpu", agent="cppo", env="PointMaze",
     train=TrainConfig(num_envs=64, unroll_length=50, total_env_steps=240_000, num_chunks=3,
-                      num_eval_envs=128),
+                      num_eval_envs=256),
     agent_overrides=(("hidden", (128, 128)), ("actor_hidden", (128, 128)),
                      ("critic_batch_size", 256), ("critic_epochs", 2), ("num_epochs", 4),
                      ("num_minibatches", 8), ("gamma", 0.9), ("learning_rate", 1e-4)),
