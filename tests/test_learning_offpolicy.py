@@ -10,10 +10,7 @@ import pytest
 from jaxrl import configs, runner
 from jaxrl.agent import lookup
 
-# `warpsac-l` (normalized networks) is not listed: on 2 CPU cores its update is ~1.5-15x the
-# cost of an MLP step and no setting tried in this session reached 800 within a CI-sized
-# budget (see benchmarks/RESULTS.md); its mechanics are tested in test_sac_family.py.
-PRESETS = ["sac-dmc-cpu", "fastdsac-dmc-cpu", "warpsac-a-cpu"]
+PRESETS = ["sac-dmc-cpu", "fastdsac-dmc-cpu", "warpsac-a-cpu", "warpsac-l"]
 
 
 @pytest.mark.slow
