@@ -40,7 +40,7 @@ register(Preset(
     train=TrainConfig(num_envs=64, unroll_length=10, total_env_steps=180_000, num_chunks=3,
                       num_eval_envs=128),
     agent_overrides=(("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("batch_size", 256),
-                     ("utd_ratio", 2.0), ("buffer_size", 180_000), ("learning_starts", 6_400),
+                     ("utd_ratio", 4.0), ("buffer_size", 180_000), ("learning_starts", 6_400),
                      ("learning_rate", 1e-3), ("critic_learning_rate", 1e-3)),
     description="CRL on the Brax reacher goal task, 2 CPU cores (tests)."))
 
