@@ -233,12 +233,11 @@ class CRL(ContrastiveAgent):
 
     @property
     def updates_per_call(self) -> int:
-        t = self.train.unroll_length * self.train.unrolls_per_update
-        return int(round(self.config.utd_ratio * t))
+        return replay.updates_per_call(self.config.utd_ratio, self.train)
 
     @property
     def capacity_per_env(self) -> int:
-        return max(1, self.config.buffer_size // self.train.num_envs)
+        return replay.capacity_per_env(self.config.buffer_size, self.train.num_envs)
 
     @property
     def horizon(self) -> int:
@@ -248,31 +247,13 @@ class CRL(ContrastiveAgent):
         """Raises ValueError (before compiling) for a non-goal env or inconsistent sizes."""
         check_goal_spec(spec, "crl")
         check_encoder_config(self.config)
-        c, n = self.config, train_cfg.num_envs
-        t = train_cfg.unroll_length * train_cfg.unrolls_per_update
-        if not c.utd_ratio > 0 or abs(c.utd_ratio * t - self.updates_per_call) > 1e-6:
-            raise ValueError(f"utd_ratio * unroll_length * unrolls_per_update = "
-                             f"{c.utd_ratio * t} gradient steps per update must be a positive "
-                             "whole number: change utd_ratio or unroll_length.")
-        for name in ("batch_size", "buffer_size"):
-            if getattr(c, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(c, name)}.")
+        c = self.config
         if c.horizon is not None and c.horizon < 1:
             raise ValueError(f"horizon must be >= 1 or None, got {c.horizon}.")
-        if t > self.capacity_per_env:
-            raise ValueError(f"buffer_size / num_envs = {self.capacity_per_env} rows cannot hold "
-                             f"one update's {t} steps per env: raise buffer_size.")
-        held = min(max(c.learning_starts, n * t), self.capacity_per_env * n)
-        if c.batch_size > held:
-            raise ValueError(
-                f"batch_size = {c.batch_size} is larger than the {held} transitions the buffer "
-                f"holds when learning starts (learning_starts = {c.learning_starts}, "
-                f"num_envs = {n}): lower batch_size or raise learning_starts.")
         check_hp(self.default_hp())
-        if c.learning_starts >= train_cfg.real_total_env_steps:
-            raise ValueError(f"learning_starts = {c.learning_starts} is not below the run's "
-                             f"{train_cfg.real_total_env_steps} env steps: no gradient step would "
-                             "run. Lower learning_starts or raise total_env_steps.")
+        replay.check_schedule(utd_ratio=c.utd_ratio, batch_size=c.batch_size,
+                              buffer_size=c.buffer_size, learning_starts=c.learning_starts,
+                              train=train_cfg)
 
     def init(self, key, spec: EnvSpec, hp) -> CRLState:
         params = self.init_params(key)

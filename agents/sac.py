@@ -195,16 +195,15 @@ class SAC:
 
     @property
     def updates_per_call(self) -> int:
-        t = self.train.unroll_length * self.train.unrolls_per_update
-        return int(round(self.config.utd_ratio * t))
+        return replay.updates_per_call(self.config.utd_ratio, self.train)
 
     @property
     def capacity_per_env(self) -> int:
-        return max(1, self.config.buffer_size // self.train.num_envs)
+        return replay.capacity_per_env(self.config.buffer_size, self.train.num_envs)
 
     def validate(self, train_cfg, spec: EnvSpec) -> None:
         """Raises ValueError (before compiling) for inconsistent sizes or settings."""
-        c, n = self.config, train_cfg.num_envs
+        c = self.config
         _check_choice("critic_type", c.critic_type, ("scalar", "categorical", "gaussian"))
         _check_choice("q_agg", c.q_agg, ("min", "mean"))
         _check_choice("target_entropy", c.target_entropy, TARGET_ENTROPY)
@@ -219,24 +218,9 @@ class SAC:
                              f"({c.log_std_max}).")
         if not c.utd_ratio > 0:
             raise ValueError(f"utd_ratio must be > 0, got {c.utd_ratio}.")
-        t = train_cfg.unroll_length * train_cfg.unrolls_per_update
-        if abs(c.utd_ratio * t - self.updates_per_call) > 1e-6 or self.updates_per_call < 1:
-            raise ValueError(f"utd_ratio * unroll_length * unrolls_per_update = "
-                             f"{c.utd_ratio * t} gradient steps per update is not a positive "
-                             "whole number: change utd_ratio or unroll_length.")
-        for name in ("batch_size", "num_q", "policy_delay", "n_step", "buffer_size"):
+        for name in ("num_q", "policy_delay", "n_step"):
             if getattr(c, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(c, name)}.")
-        if t > self.capacity_per_env:
-            raise ValueError(f"buffer_size / num_envs = {self.capacity_per_env} rows cannot hold "
-                             f"one update's {t} steps per env: raise buffer_size.")
-        held = min(max(c.learning_starts, n * t), self.capacity_per_env * n)
-        if c.batch_size > held:
-            raise ValueError(
-                f"batch_size = {c.batch_size} is larger than the {held} transitions the buffer "
-                f"holds when learning starts (learning_starts = {c.learning_starts}, "
-                f"buffer_size = {c.buffer_size}, num_envs = {n}): lower batch_size or raise "
-                "learning_starts.")
         if c.critic_type == "categorical" and not (c.v_min < c.v_max and c.num_atoms >= 2):
             raise ValueError(f"categorical critic needs v_min < v_max and num_atoms >= 2, got "
                              f"v_min={c.v_min}, v_max={c.v_max}, num_atoms={c.num_atoms}.")
@@ -247,10 +231,9 @@ class SAC:
             raise ValueError(f"noise_scale_range must be 0 < low <= high, got "
                              f"{c.noise_scale_range}.")
         check_hp(self.default_hp())
-        if c.learning_starts >= train_cfg.real_total_env_steps:
-            raise ValueError(f"learning_starts = {c.learning_starts} is not below the run's "
-                             f"{train_cfg.real_total_env_steps} env steps: no gradient step would "
-                             "run. Lower learning_starts or raise total_env_steps.")
+        replay.check_schedule(utd_ratio=c.utd_ratio, batch_size=c.batch_size,
+                              buffer_size=c.buffer_size, learning_starts=c.learning_starts,
+                              train=train_cfg)
 
     # ----- networks ----------------------------------------------------------------------
     @property
