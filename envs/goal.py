@@ -178,6 +178,21 @@ def _point_in_link(pipeline_state, link: int, offset) -> jax.Array:
                                                     pipeline_state.x.rot[link])
 
 
+def _first_state(env, ps, goal: jax.Array) -> State:
+    """Reset state of a non-terminating Brax goal env from its pipeline state and goal."""
+    obs, _, metrics = env._terms(ps, goal)
+    zero = jnp.zeros((), jnp.float32)
+    return State(data=ps, obs=obs, reward=zero, done=zero, metrics=metrics, info={"goal": goal})
+
+
+def _pipeline_step(env, state: State, action: jax.Array) -> State:
+    """`step` of a non-terminating Brax goal env: one pipeline step with the scaled action."""
+    ps = env.env.pipeline_step(state.data, env._scale(action))
+    obs, reward, metrics = env._terms(ps, state.info["goal"])
+    return state.replace(data=ps, obs=obs, reward=reward, done=jnp.zeros((), jnp.float32),
+                         metrics=metrics)
+
+
 class ReacherGoal(BraxEnv):
     """Brax `reacher` (2-link planar arm) as a goal-reaching task.
 
@@ -213,17 +228,9 @@ class ReacherGoal(BraxEnv):
 
     def reset(self, key: jax.Array) -> State:
         ps = self.env.reset(key).pipeline_state
-        goal = ps.x.pos[self._target, :2].astype(jnp.float32)
-        obs, _, metrics = self._terms(ps, goal)
-        zero = jnp.zeros((), jnp.float32)
-        return State(data=ps, obs=obs, reward=zero, done=zero, metrics=metrics,
-                     info={"goal": goal})
+        return _first_state(self, ps, ps.x.pos[self._target, :2].astype(jnp.float32))
 
-    def step(self, state: State, action: jax.Array) -> State:
-        ps = self.env.pipeline_step(state.data, self._scale(action))
-        obs, reward, metrics = self._terms(ps, state.info["goal"])
-        return state.replace(data=ps, obs=obs, reward=reward, done=jnp.zeros((), jnp.float32),
-                             metrics=metrics)
+    step = _pipeline_step
 
 
 class AntGoal(BraxEnv):
@@ -348,17 +355,9 @@ class PusherGoal(BraxEnv):
         q = self.env.sys.init_q.at[-4:].set(jnp.concatenate([obj_off, goal_off]))
         qd = jax.random.uniform(k_vel, (self.env.sys.qd_size(),), minval=-0.005, maxval=0.005)
         ps = self.env.pipeline_init(q, qd.at[-4:].set(0.0))
-        goal = self._inertial_pos(ps, self._goal).astype(jnp.float32)
-        obs, _, metrics = self._terms(ps, goal)
-        zero = jnp.zeros((), jnp.float32)
-        return State(data=ps, obs=obs, reward=zero, done=zero, metrics=metrics,
-                     info={"goal": goal})
+        return _first_state(self, ps, self._inertial_pos(ps, self._goal).astype(jnp.float32))
 
-    def step(self, state: State, action: jax.Array) -> State:
-        ps = self.env.pipeline_step(state.data, self._scale(action))
-        obs, reward, metrics = self._terms(ps, state.info["goal"])
-        return state.replace(data=ps, obs=obs, reward=reward, done=jnp.zeros((), jnp.float32),
-                             metrics=metrics)
+    step = _pipeline_step
 
 
 GOAL_ENVS = {"PointMaze": PointMaze, "ReacherGoal": ReacherGoal, "AntGoal": AntGoal,
