@@ -1,13 +1,14 @@
 """CRL and CPPO on the pure-JAX point maze: mechanics, bad input, advantages (specs/crl.md)."""
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import configs, loop, runner
+from jaxrl import configs, envs, loop, runner
 from jaxrl.agent import lookup
 from jaxrl.agents.cppo import baseline_advantage
 from jaxrl.agents.crl import CRITIC_KEYS, check_goal_spec
@@ -136,12 +137,20 @@ def test_bad_settings_rejected(name, kw, match):
 GOAL_PRESETS = [n for n, p in configs.PRESETS.items() if p.agent in ("crl", "cppo")]
 
 
+@functools.cache
+def _spec(env_name):
+    return envs.make_spec(envs.make(env_name), env_name)
+
+
 @pytest.mark.parametrize("name", GOAL_PRESETS)
 def test_goal_presets_validate(name):
     """Every CRL/CPPO preset (GPU ones included) passes the checks made before compiling."""
     preset = configs.get(name)
-    cfg = lookup(preset.agent)[1](**dict(preset.agent_overrides))
-    agent, _, spec = runner.build(preset.agent, preset.env, preset.train, cfg)
+    agent_cls, cfg_cls = lookup(preset.agent)
+    spec = _spec(preset.env)
+    agent = agent_cls(config=cfg_cls(**dict(preset.agent_overrides)), spec=spec,
+                      train=preset.train)
+    agent.validate(preset.train, spec)
     assert spec.goal_indices is not None
     if preset.agent == "crl" and preset.train.num_envs == 512:
         assert agent.updates_per_call == 1998  # JaxGCRL: 512 * 999 / 256 per 62-step collect
