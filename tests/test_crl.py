@@ -29,12 +29,17 @@ def _small(name, **kw):
     return cfg_cls(**dict(base, **kw))
 
 
-@pytest.fixture(scope="module", params=["crl", "cppo"])
-def trained(request):
-    name = request.param
+@functools.cache
+def _trained(name):
+    """Two chunks of `name` on PointMaze (compiled once per module and agent)."""
     result = runner.train(name, "PointMaze", TRAIN, _small(name), run_dir=None, progress=False)
     result.agent = runner.build(name, "PointMaze", TRAIN, _small(name))[0]
-    return name, result
+    return result
+
+
+@pytest.fixture(params=["crl", "cppo"])
+def trained(request):
+    return request.param, _trained(request.param)
 
 
 def test_two_chunks_finite_metrics(trained):
@@ -54,10 +59,8 @@ def test_two_chunks_finite_metrics(trained):
         assert 1.0 <= last["train/goal_offset"] <= 50.0
 
 
-def test_crl_state_has_no_target_network_and_actor_step_leaves_critic(trained):
-    name, result = trained
-    if name != "crl":
-        pytest.skip("CRL only")
+def test_crl_state_has_no_target_network_and_actor_step_leaves_critic():
+    result = _trained("crl")
     state = jax.tree.map(lambda x: x[0], result.runner.agent_state)  # seed axis
     assert not any("target" in f.name for f in dataclasses.fields(state))
     agent = result.agent
@@ -84,10 +87,8 @@ def test_baseline_advantage_hand_computed():
     np.testing.assert_allclose(adv_exp, [-1.3, -0.3, 0.7], atol=1e-5)
 
 
-def test_cppo_monte_carlo_baseline_converges(trained):
-    name, result = trained
-    if name != "cppo":
-        pytest.skip("CPPO only")
+def test_cppo_monte_carlo_baseline_converges():
+    result = _trained("cppo")
     state = jax.tree.map(lambda x: x[0], result.runner.agent_state)
     obs = jnp.array([[1.5, 1.5, 3.5, 3.5], [2.5, 1.5, 1.5, 3.5]])
     act = jnp.zeros((2, 2))
