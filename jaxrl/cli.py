@@ -173,7 +173,15 @@ def train(argv: list[str]) -> None:
     print(f"done: {result.env_steps:,} env steps in {result.train_seconds:.1f} s training "
           f"(+{result.compile_seconds:.1f} s compile), "
           f"{result.env_steps / max(result.train_seconds, 1e-9):,.0f} SPS; "
-          f"final eval return {ret:.1f}; run dir {run_dir}")
+          f"final eval return {ret:.1f}{_success_text(final)}; run dir {run_dir}")
+
+
+def _success_text(record: dict) -> str:
+    """`, success rate R (S steps near goal)` for goal-conditioned runs, else empty."""
+    if "eval/episode_success_any" not in record:
+        return ""
+    return (f", success rate {record['eval/episode_success_any']:.2f} "
+            f"({record['eval/episode_success']:.1f} steps near goal)")
 
 
 def list_cmd(what: Annotated[Literal["envs", "agents", "presets"], tyro.conf.Positional]) -> None:
