@@ -1,8 +1,9 @@
 """CRL: contrastive RL for goal reaching without rewards, as in JaxGCRL (off-policy).
 
 Sources: Eysenbach et al., "Contrastive Learning as Goal-Conditioned Reinforcement Learning"
-(NeurIPS 2022, arXiv 2206.07568), Eq. 4 (critic `f(s, a, g) = phi(s, a) . psi(g)` trained with
-InfoNCE) and Eq. 5 (actor maximizing `f` for the commanded goal); Bortkiewicz et al.,
+(NeurIPS 2022, arXiv 2206.07568): the critic `f(s, a, g)` is a classifier between future
+states of `(s, a)` and other goals, trained with InfoNCE, and the actor maximizes `f` for the
+commanded goal; Bortkiewicz et al.,
 "Accelerating Goal-Conditioned RL Algorithms and Research" (ICLR 2025, arXiv 2408.11052),
 `MichalBortkiewicz/JaxGCRL` `jaxgcrl/agents/crl/{crl,losses,networks}.py` for the defaults
 (256 x 2 swish encoders, representation 64, `norm` energy, logsumexp penalty 0.1, lr 3e-4,
