@@ -125,6 +125,10 @@ class CPPO(ContrastiveAgent):
                      "num_action_samples"):
             if getattr(c, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(c, name)}.")
+        if c.max_grad_norm is not None and not (c.max_grad_norm > 0 and
+                                                 math.isfinite(c.max_grad_norm)):
+            raise ValueError(f"max_grad_norm must be positive and finite (or None to disable "
+                             f"clipping), got {c.max_grad_norm}.")
         steps = self.steps_per_update
         if steps % c.num_minibatches:
             raise ValueError(f"num_envs * unroll_length * unrolls_per_update = {steps} steps "

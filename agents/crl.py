@@ -69,8 +69,10 @@ class ContrastiveConfig:
     """`norm` (-L2 distance), `l2` (-squared), `dot`, `cosine` (learned temperature)."""
     contrastive_loss: str = "fwd_infonce"
     """`fwd_infonce`, `bwd_infonce`, `sym_infonce` or `binary_nce`."""
-    logsumexp_penalty: float = 0.1
-    """Weight of `mean(LSE_row^2)` in the critic loss."""
+    logsumexp_penalty: float | None = None
+    """Weight of `mean(LSE_row^2)` in the critic loss. None: 0.1 (JaxGCRL) for InfoNCE with the
+    `norm`, `l2` or `dot` energy; 0 for `cosine` (bounded logits) and `binary_nce`, which did not
+    learn `PointMaze` with 0.1 (success 0.02-0.10; 0.88-0.90 with 0)."""
     log_std_min: float = -5.0
     """Lower bound of the actor's log-std."""
     log_std_max: float = 2.0
@@ -204,13 +206,21 @@ class ContrastiveAgent:
         return contrastive.pair_energy(phi, psi, self.config.energy,
                                        jnp.exp(critic["log_temperature"]))
 
+    @property
+    def lse_weight(self) -> float:
+        """The logsumexp penalty weight in use (see `ContrastiveConfig.logsumexp_penalty`)."""
+        c = self.config
+        if c.logsumexp_penalty is not None:
+            return float(c.logsumexp_penalty)
+        return 0.0 if c.energy == "cosine" or c.contrastive_loss == "binary_nce" else 0.1
+
     def critic_loss(self, critic, s, action, goal):
         """Contrastive loss + `logsumexp_penalty * mean(LSE^2)` on one batch of positives
         `(s_i, a_i, g_i)` `[B, ...]` (negatives: the other goals of the batch)."""
         c = self.config
         logits = self.logits(critic, s, action, goal)
         loss = (contrastive.contrastive_loss(logits, c.contrastive_loss)
-                + c.logsumexp_penalty * contrastive.logsumexp_penalty(logits))
+                + self.lse_weight * contrastive.logsumexp_penalty(logits))
         return loss, dict(contrastive.critic_metrics(logits), **{"train/critic_loss": loss})
 
     def critic_step(self, params, opt_state, s, action, goal, lr):
@@ -249,6 +259,8 @@ class CRL(ContrastiveAgent):
         check_goal_spec(spec, "crl")
         check_encoder_config(self.config)
         c = self.config
+        if not math.isfinite(c.target_entropy_scale):
+            raise ValueError(f"target_entropy_scale must be finite, got {c.target_entropy_scale}.")
         if c.horizon is not None and c.horizon < 1:
             raise ValueError(f"horizon must be >= 1 or None, got {c.horizon}.")
         check_hp(self.default_hp())
@@ -376,9 +388,14 @@ def check_encoder_config(c) -> None:
     if not c.log_std_min < c.log_std_max:
         raise ValueError(f"log_std_min ({c.log_std_min}) must be below log_std_max "
                          f"({c.log_std_max}).")
-    if c.logsumexp_penalty < 0 or not math.isfinite(c.logsumexp_penalty):
-        raise ValueError(f"logsumexp_penalty must be finite and >= 0, got "
-                         f"{c.logsumexp_penalty}.")
+    lse = c.logsumexp_penalty
+    if lse is not None and (lse < 0 or not math.isfinite(lse)):
+        raise ValueError(f"logsumexp_penalty must be finite and >= 0 (or None), got {lse}.")
+    if c.skip_connections < 0:
+        raise ValueError(f"skip_connections must be >= 0, got {c.skip_connections}.")
+    for name in ("log_std_min", "log_std_max"):
+        if not math.isfinite(getattr(c, name)):
+            raise ValueError(f"{name} must be finite, got {getattr(c, name)}.")
 
 
 def check_hp(hp: dict) -> None:

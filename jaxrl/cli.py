@@ -250,6 +250,8 @@ def _eval_line(summary: dict) -> str:
             f"over {summary['num_episodes']:.0f} episodes), length {summary['length_mean']:.1f}")
     if "success_rate" in summary:
         line += f", success rate {summary['success_rate']:.3f}"
+    if "steps_near_goal" in summary:
+        line += f", {summary['steps_near_goal']:.1f} steps near goal"
     return line
 
 

@@ -126,7 +126,8 @@ def summarize_eval(ev: dict, row: int | None = None) -> dict[str, float]:
 
     Returns:
         `return_mean`, `return_std` (over episodes, pooled across seeds), `length_mean`,
-        `num_episodes`, and `success_rate` when the env reports a `success` metric.
+        `num_episodes`, and `success_rate` when the env reports a `success` metric (for goal
+        envs the fraction of episodes with any success step), `steps_near_goal` for goal envs.
     """
     sel = slice(None) if row is None else slice(row, row + 1)
     n = np.asarray(ev["eval/num_episodes"], np.float64)[sel]
@@ -141,8 +142,14 @@ def summarize_eval(ev: dict, row: int | None = None) -> dict[str, float]:
         "num_episodes": float(n.sum()),
         "length_mean": float((n * np.asarray(ev["eval/episode_length"])[sel]).sum() / total),
     }
-    if "eval/success" in ev:
-        out["success_rate"] = float((n * np.asarray(ev["eval/success"])[sel]).sum() / total)
+    # Goal envs: the success rate counts episodes with any success step (JaxGCRL's
+    # `episode_success_any`); other envs report `success` at the episode's end.
+    key = "eval/episode_success_any" if "eval/episode_success_any" in ev else "eval/success"
+    if key in ev:
+        out["success_rate"] = float((n * np.asarray(ev[key])[sel]).sum() / total)
+    if "eval/episode_success" in ev:
+        out["steps_near_goal"] = float((n * np.asarray(ev["eval/episode_success"])[sel]).sum()
+                                       / total)
     return out
 
 

@@ -295,6 +295,11 @@ def test_summarize_eval_pools_seeds_and_success():
     assert out["length_mean"] == 17.5 and out["success_rate"] == 0.25
     assert out["num_episodes"] == 4.0
     assert runner.summarize_eval(ev, row=1)["return_mean"] == 3.0
+    # Goal envs: success rate = episodes with any success step, not success at the last step.
+    goal = dict(ev, **{"eval/episode_success_any": np.array([1.0, 2 / 3]),
+                       "eval/episode_success": np.array([4.0, 2.0])})
+    out = runner.summarize_eval(goal)
+    assert out["success_rate"] == 0.75 and out["steps_near_goal"] == 2.5
 
 
 @pytest.fixture

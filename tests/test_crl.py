@@ -129,6 +129,10 @@ def test_goal_indices_out_of_range():
     ("crl", {"gamma": float("nan")}, "gamma = nan"),
     ("cppo", {"num_minibatches": 3}, "not divisible by num_minibatches"),
     ("cppo", {"q_space": "linear"}, "q_space"),
+    ("cppo", {"max_grad_norm": -1.0}, "max_grad_norm must be positive"),
+    ("crl", {"skip_connections": -1}, "skip_connections"),
+    ("crl", {"target_entropy_scale": float("nan")}, "target_entropy_scale"),
+    ("cppo", {"log_std_max": float("inf")}, "log_std_max must be finite"),
 ])
 def test_bad_settings_rejected(name, kw, match):
     with pytest.raises(ValueError, match=match):
@@ -155,3 +159,13 @@ def test_goal_presets_validate(name):
     assert spec.goal_indices is not None
     if preset.agent == "crl" and preset.train.num_envs == 512:
         assert agent.updates_per_call == 1998  # JaxGCRL: 512 * 999 / 256 per 62-step collect
+
+
+def test_logsumexp_penalty_default_depends_on_loss_and_energy():
+    spec = _spec("PointMaze")
+    weight = {}
+    for kw in ({}, {"energy": "dot"}, {"energy": "cosine"}, {"contrastive_loss": "binary_nce"},
+               {"energy": "cosine", "logsumexp_penalty": 0.3}):
+        agent = lookup("crl")[0](config=_small("crl", **kw), spec=spec, train=TRAIN)
+        weight[tuple(kw.items())] = agent.lse_weight
+    assert list(weight.values()) == [0.1, 0.1, 0.0, 0.0, 0.3]
