@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl import agent as agent_lib
 from jaxrl import contrastive, optim
 from jaxrl import distributions as dist
 from jaxrl.agents.crl import (
@@ -277,7 +278,4 @@ def baseline_advantage(q: jax.Array, q_pi: jax.Array, q_space: str = "log") -> j
 
 def check_hp(hp: dict) -> None:
     """Raises ValueError for a non-finite or out-of-range hyperparameter (host side)."""
-    for name, value in hp.items():
-        low, high = _HP_RANGES[name]
-        if not math.isfinite(value) or not low <= value <= high:
-            raise ValueError(f"{name} = {value} is not finite or outside [{low}, {high}].")
+    agent_lib.check_hp(hp, _HP_RANGES, 'cppo')

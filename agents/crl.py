@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl import agent as agent_lib
 from jaxrl import contrastive, optim, replay
 from jaxrl import distributions as dist
 from jaxrl.agents.sac import Actor
@@ -400,7 +401,4 @@ def check_encoder_config(c) -> None:
 
 def check_hp(hp: dict) -> None:
     """Raises ValueError for a non-finite or out-of-range hyperparameter (host side)."""
-    for name, value in hp.items():
-        low, high = _HP_RANGES[name]
-        if not math.isfinite(value) or not low <= value <= high:
-            raise ValueError(f"{name} = {value} is not finite or outside [{low}, {high}].")
+    agent_lib.check_hp(hp, _HP_RANGES, 'crl')

@@ -15,12 +15,12 @@ entropy estimate. Difference from Brax by default: truncation bootstraps from V(
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl import agent as agent_lib
 from jaxrl import distributions as dist
 from jaxrl import normalize, optim
 from jaxrl.loop import TrainConfig
@@ -275,11 +275,7 @@ _HP_RANGES = {"learning_rate": (0.0, 1.0), "gamma": (0.0, 1.0), "gae_lambda": (0
 
 def check_hp(hp: dict) -> None:
     """Raises ValueError for a non-finite or out-of-range PPO hyperparameter (host side)."""
-    for name, value in hp.items():
-        low, high = _HP_RANGES[name]
-        if not math.isfinite(value) or not low <= value <= high:
-            raise ValueError(f"{name} = {value} is not finite or outside [{low}, {high}]: "
-                             f"pass a value in range (e.g. --ppo.{name.replace('_', '-')}).")
+    agent_lib.check_hp(hp, _HP_RANGES, 'ppo')
 
 
 def _zeros_obs(spec: EnvSpec):

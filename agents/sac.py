@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from jaxrl import agent as agent_lib
 from jaxrl import distributions as dist
 from jaxrl import exploration, normalize, optim, replay, reward_norm
 from jaxrl.loop import TrainConfig
@@ -577,10 +578,7 @@ class SAC:
 
 def check_hp(hp: dict) -> None:
     """Raises ValueError for a non-finite or out-of-range hyperparameter (host side)."""
-    for name, value in hp.items():
-        low, high = _HP_RANGES[name]
-        if not math.isfinite(value) or not low <= value <= high:
-            raise ValueError(f"{name} = {value} is not finite or outside [{low}, {high}].")
+    agent_lib.check_hp(hp, _HP_RANGES, None)
 
 
 def _check_choice(name: str, value, choices) -> None:

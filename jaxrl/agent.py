@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from typing import Any, Protocol
 
 import jax
@@ -69,3 +70,20 @@ def list_agents() -> tuple[str, ...]:
 
 def config_fields(config_cls: type) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(config_cls)}
+
+
+def check_hp(hp: dict[str, float], ranges: dict[str, tuple[float, float]],
+             flag_group: str | None = None) -> None:
+    """Raises ValueError for a non-finite or out-of-range float hyperparameter (host side).
+
+    Args:
+        hp: name -> value (an agent's `default_hp()`).
+        ranges: name -> inclusive (low, high).
+        flag_group: CLI option group (`ppo` -> `--ppo.learning-rate`) named in the message.
+    """
+    for name, value in hp.items():
+        low, high = ranges[name]
+        if not math.isfinite(value) or not low <= value <= high:
+            hint = (f": pass a value in range (e.g. --{flag_group}.{name.replace('_', '-')})"
+                    if flag_group else "")
+            raise ValueError(f"{name} = {value} is not finite or outside [{low}, {high}]{hint}.")
