@@ -1,0 +1,114 @@
+"""Golden runs: refactors must not change what any agent learns.
+
+Every registered agent (plus SAC variants that switch on the paths the profiles do not cover)
+trains two chunks of two vmapped seeds on a pure-JAX env with fixed seeds; the final params and
+the per-chunk metrics are compared with the values recorded in `tests/golden/` before the code
+was restructured. On the machine kind the values were recorded on (same jax/jaxlib, CPU with the
+same vector extensions) the comparison is bit-exact; elsewhere float rounding of the compiled
+program may differ, so it falls back to a tight tolerance.
+
+Record again (only when a change is *meant* to alter learning) with
+`JAXRL_RECORD_GOLDEN=1 pytest tests/test_golden.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import platform
+
+import jax
+import numpy as np
+import pytest
+
+from jaxrl import agent as agent_lib
+from jaxrl import loop, runner
+
+GOLDEN = pathlib.Path(__file__).resolve().parent / "golden"
+RECORD = bool(os.environ.get("JAXRL_RECORD_GOLDEN"))
+
+# name -> (agent, env, agent-config overrides, train overrides)
+_OFF = {"buffer_size": 2048, "learning_starts": 48, "batch_size": 32, "utd_ratio": 1.0}
+CASES = {
+    "ppo": ("ppo", "PointMass1D", {"policy_hidden": (16, 16), "value_hidden": (16, 16),
+                                   "num_minibatches": 4, "num_epochs": 2}, {}),
+    "sac": ("sac", "PointMass1D", dict(_OFF, actor_hidden=(16, 16), critic_hidden=(16, 16)), {}),
+    "sac_switches": ("sac", "DoneAfterK", dict(
+        _OFF, actor_hidden=(16,), critic_hidden=(16,), critic_type="categorical", num_atoms=11,
+        n_step=3, noise_scale_range=(0.1, 1.0), layer_norm=True, policy_delay=2,
+        lr_schedule="cosine", weight_decay=0.01, utd_ratio=0.5), {}),
+    "sac_brax_truncation": ("sac", "PointMass1D", dict(
+        _OFF, actor_hidden=(16,), critic_hidden=(16,), truncation="brax", q_agg="mean",
+        num_q=3, target_entropy="zero"), {}),
+    "fastdsac": ("fastdsac", "PointMass1D", dict(_OFF, actor_hidden=(16,), critic_hidden=(16,)),
+                 {}),
+    "fastdsac_truncnorm": ("fastdsac", "DoneAfterK", dict(
+        _OFF, actor_hidden=(16,), critic_hidden=(16,), target_constraint="truncnorm",
+        std_bound_mode="as_released", q_clip=5.0), {}),
+    "warpsac": ("warpsac", "PointMass1D", dict(_OFF, actor_hidden=(16,), critic_hidden=(16,),
+                                               num_blocks=1, swd_decay_steps=100.0), {}),
+    "crl": ("crl", "PointMaze", dict(_OFF, hidden=(16, 16), actor_hidden=(16, 16)),
+            {"unroll_length": 10}),
+    "crl_cosine": ("crl", "PointMaze", dict(
+        _OFF, hidden=(16, 16), actor_hidden=(16,), energy="cosine",
+        contrastive_loss="sym_infonce", layer_norm=True, skip_connections=1),
+        {"unroll_length": 10}),
+    "cppo": ("cppo", "PointMaze", {"hidden": (16, 16), "actor_hidden": (16, 16),
+                                   "critic_batch_size": 32, "num_minibatches": 4,
+                                   "num_epochs": 2, "critic_epochs": 2}, {"unroll_length": 10}),
+}
+
+
+def _fingerprint() -> dict:
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            line = next(x for x in f if x.startswith("flags"))
+        flags = " ".join(sorted(x for x in line.split() if x.startswith(("avx", "fma", "sse"))))
+    except (OSError, StopIteration):
+        pass
+    return {"jax": jax.__version__, "machine": platform.machine(), "cpu_flags": flags}
+
+
+def _run(name: str):
+    agent_name, env_name, overrides, train_over = CASES[name]
+    train = dict({"num_envs": 8, "unroll_length": 4}, **train_over)
+    cfg = dataclasses.replace(loop.TrainConfig(), num_chunks=2, num_eval_envs=0, num_seeds=2,
+                              seed=3, total_env_steps=1, **train)
+    cfg = dataclasses.replace(cfg, total_env_steps=2 * 3 * cfg.num_envs * cfg.unroll_length)
+    cfg = dataclasses.replace(cfg, total_env_steps=2 * cfg.num_envs * cfg.unroll_length * 3)
+    agent_cfg = agent_lib.lookup(agent_name)[1](**overrides)
+    agent, env, spec = runner.build(agent_name, env_name, cfg, agent_cfg)
+    hps = runner.stack_hp(agent.default_hp(), cfg.num_seeds)
+    final, metrics = loop.train_fused(agent, env, spec, cfg, runner.seed_keys(cfg), hps)
+    return final.agent_state.params, metrics
+
+
+def _flat(params, metrics) -> dict[str, np.ndarray]:
+    out = {f"param_{i:04d}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(params))}
+    out.update({f"metric_{k}": np.asarray(v) for k, v in sorted(metrics.items())})
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden_run(name):
+    params, metrics = _run(name)
+    got = _flat(params, metrics)
+    path = GOLDEN / f"{name}.npz"
+    meta_path = GOLDEN / "machine.json"
+    if RECORD:
+        GOLDEN.mkdir(exist_ok=True)
+        np.savez(path, **got)
+        meta_path.write_text(json.dumps(_fingerprint(), indent=1))
+        pytest.skip("recorded")
+    want = dict(np.load(path))
+    assert sorted(got) == sorted(want), "params or metrics changed structure"
+    exact = json.loads(meta_path.read_text()) == _fingerprint()
+    for key in sorted(want):
+        if exact:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=f"{name}: {key}")
+        else:
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-5,
+                                       err_msg=f"{name}: {key}")
