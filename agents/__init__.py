@@ -1,20 +1,18 @@
 """Agents: one file per algorithm, registered by name."""
 
-from jaxrl.agent import register
 from jaxrl.agents.cppo import CPPO, CPPOConfig
 from jaxrl.agents.crl import CRL, CRLConfig
 from jaxrl.agents.fastdsac import FastDSAC, FastDSACConfig
 from jaxrl.agents.ppo import PPO, PPOConfig
-from jaxrl.agents.sac import SAC, SACConfig
-from jaxrl.agents.warpsac import WarpSAC, WarpSACConfig
+from jaxrl.agents.sac import SAC, SACConfig, WarpSACConfig
+from jaxrl.engine.contract import register
 
 register("ppo", PPO, PPOConfig)
 register("sac", SAC, SACConfig)
 register("fastdsac", FastDSAC, FastDSACConfig)
-register("warpsac", WarpSAC, WarpSACConfig)
+register("warpsac", SAC, WarpSACConfig)  # a profile of SAC: other defaults
 register("crl", CRL, CRLConfig)
 register("cppo", CPPO, CPPOConfig)
 
-__all__ = ["PPO", "PPOConfig", "SAC", "SACConfig", "FastDSAC", "FastDSACConfig", "WarpSAC",
-           "WarpSACConfig", "CRL", "CRLConfig", "CPPO",
-           "CPPOConfig"]
+__all__ = ["PPO", "PPOConfig", "SAC", "SACConfig", "FastDSAC", "FastDSACConfig",
+           "WarpSACConfig", "CRL", "CRLConfig", "CPPO", "CPPOConfig"]

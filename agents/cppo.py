@@ -33,27 +33,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl import agent as agent_lib
-from jaxrl import contrastive, optim
-from jaxrl import distributions as dist
-from jaxrl.agents.crl import (
-    CRITIC_KEYS,
-    ContrastiveAgent,
-    ContrastiveConfig,
-    check_encoder_config,
-    check_goal_spec,
-)
-from jaxrl.agents.ppo import clipped_surrogate
-from jaxrl.types import EnvSpec, Transition
+from jaxrl.engine.types import Transition
+from jaxrl.learning import contrastive, losses, optim
+from jaxrl.learning.contrastive_agent import CRITIC_KEYS, ContrastiveActorCritic, ContrastiveConfig
 
 HP_FIELDS = ("learning_rate", "critic_learning_rate", "gamma", "clipping_epsilon",
              "entropy_cost")
-_HP_RANGES = {"learning_rate": (0.0, 1.0), "critic_learning_rate": (0.0, 1.0),
+HP_RANGES = {"learning_rate": (0.0, 1.0), "critic_learning_rate": (0.0, 1.0),
               "gamma": (1e-6, 1.0), "clipping_epsilon": (0.0, 10.0), "entropy_cost": (0.0, 1e3)}
 
 
@@ -101,25 +93,23 @@ class CPPOState:
 
 
 @dataclasses.dataclass(frozen=True)
-class CPPO(ContrastiveAgent):
+class CPPO(ContrastiveActorCritic):
     """Contrastive PPO (on-policy, goal-conditioned, reward-free); our reconstruction."""
 
     config: CPPOConfig
-    on_policy: bool = True
-
-    def default_hp(self) -> dict[str, float]:
-        return {k: float(getattr(self.config, k)) for k in HP_FIELDS}
+    HP_FIELDS: ClassVar = HP_FIELDS
+    HP_RANGES: ClassVar = HP_RANGES
+    on_policy: ClassVar[bool] = True
 
     @property
     def steps_per_update(self) -> int:
         return self.train.unroll_length * self.train.unrolls_per_update * self.train.num_envs
 
-    def validate(self, train_cfg, spec: EnvSpec) -> None:
+    def validate(self) -> None:
         """Raises ValueError (before compiling) for a non-goal env or a batch that does not
         divide."""
-        check_goal_spec(spec, "cppo")
+        super().validate()
         c = self.config
-        check_encoder_config(c)
         if c.q_space not in ("log", "exp"):
             raise ValueError(f"q_space must be 'log' or 'exp', got {c.q_space!r}.")
         for name in ("critic_epochs", "critic_batch_size", "num_epochs", "num_minibatches",
@@ -138,9 +128,8 @@ class CPPO(ContrastiveAgent):
         if c.critic_batch_size > steps:
             raise ValueError(f"critic_batch_size = {c.critic_batch_size} is larger than the "
                              f"{steps} steps of one update: lower it or raise num_envs.")
-        check_hp(self.default_hp())
 
-    def init(self, key, spec: EnvSpec, hp) -> CPPOState:
+    def init(self, key, hp) -> CPPOState:
         params = self.init_params(key)
         return CPPOState(
             params=params,
@@ -155,11 +144,11 @@ class CPPO(ContrastiveAgent):
 
     def act(self, state: CPPOState, obs, key, deterministic: bool = False):
         """Action in [-1, 1] `[N, A]`; extras `raw_action` (pre-tanh u) and `log_prob`."""
-        mu, std = self.policy(state.params["actor"], obs)
+        policy = self.policy(state.params["actor"], obs)
         if deterministic:
-            return dist.mode(mu), {}
-        u = dist.sample(key, mu, std)
-        return jnp.tanh(u), {"raw_action": u, "log_prob": dist.log_prob(u, mu, std)}
+            return policy.mode(), {}
+        u = policy.sample_raw(key)
+        return jnp.tanh(u), {"raw_action": u, "log_prob": policy.log_prob_raw(u)}
 
     def update(self, state: CPPOState, traj: Transition, key):
         k_critic, k_adv, k_ppo = jax.random.split(key, 3)
@@ -222,9 +211,9 @@ class CPPO(ContrastiveAgent):
         critic = {k: params[k] for k in CRITIC_KEYS}
         s, goal = self.split_obs(obs)
         q = self.q_value(critic, s, action, goal)
-        mu, std = self.policy(params["actor"], obs)
+        policy = self.policy(params["actor"], obs)
         m = self.config.num_action_samples
-        u = mu + std * jax.random.normal(key, (m,) + mu.shape)
+        u = policy.loc + policy.scale * jax.random.normal(key, (m,) + policy.loc.shape)
         q_pi = self.q_value(critic, jnp.broadcast_to(s, (m,) + s.shape), jnp.tanh(u),
                             jnp.broadcast_to(goal, (m,) + goal.shape))
         return baseline_advantage(q, q_pi, self.config.q_space)
@@ -254,13 +243,13 @@ class CPPO(ContrastiveAgent):
 
     def _policy_loss(self, actor, mb, key, hp):
         """Clipped surrogate on normalized advantages minus the entropy bonus."""
-        mu, std = self.policy(actor, mb["obs"])
+        policy = self.policy(actor, mb["obs"])
         adv = (mb["adv"] - mb["adv"].mean()) / (mb["adv"].std() + 1e-8)
-        loss, metrics = clipped_surrogate(dist.log_prob(mb["u"], mu, std), mb["logp"], adv,
-                                          hp["clipping_epsilon"])
-        entropy = dist.entropy(key, mu, std).mean()
+        loss, metrics = losses.clipped_surrogate(policy.log_prob_raw(mb["u"]), mb["logp"], adv,
+                                                 hp["clipping_epsilon"])
+        entropy = policy.entropy(key).mean()
         total = loss - hp["entropy_cost"] * entropy
-        return total, dict(metrics, **{"train/entropy": entropy, "train/policy_std": std.mean()})
+        return total, dict(metrics, **{"train/entropy": entropy}, **policy.metrics())
 
 
 def baseline_advantage(q: jax.Array, q_pi: jax.Array, q_space: str = "log") -> jax.Array:
@@ -274,8 +263,3 @@ def baseline_advantage(q: jax.Array, q_pi: jax.Array, q_space: str = "log") -> j
     if q_space == "exp":
         q, q_pi = jnp.exp(q), jnp.exp(q_pi)
     return q - q_pi.mean(axis=0)
-
-
-def check_hp(hp: dict) -> None:
-    """Raises ValueError for a non-finite or out-of-range hyperparameter (host side)."""
-    agent_lib.check_hp(hp, _HP_RANGES, 'cppo')

@@ -15,21 +15,24 @@ entropy estimate. Difference from Brax by default: truncation bootstraps from V(
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl import agent as agent_lib
-from jaxrl import distributions as dist
-from jaxrl import normalize, optim
-from jaxrl.loop import TrainConfig
-from jaxrl.networks import ACTIVATIONS, MLP, flatten_obs
-from jaxrl.returns import gae, gae_brax
-from jaxrl.types import EnvSpec, Transition
+from jaxrl.engine.contract import AgentBase
+from jaxrl.engine.types import EnvSpec, Transition
+from jaxrl.learning import distributions, losses, optim, running_stats
+from jaxrl.learning.networks import ACTIVATIONS, MLP, flatten_obs
+from jaxrl.learning.returns import gae, gae_brax
 
 HP_FIELDS = ("learning_rate", "gamma", "gae_lambda", "clipping_epsilon", "entropy_cost",
              "vf_coef", "reward_scaling")
+
+HP_RANGES = {"learning_rate": (0.0, 1.0), "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0),
+              "clipping_epsilon": (0.0, 10.0), "entropy_cost": (0.0, 1e3), "vf_coef": (0.0, 1e3),
+              "reward_scaling": (0.0, 1e6)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,25 +96,22 @@ class PPOConfig:
 class PPOState:
     params: dict
     opt_state: object
-    norm: normalize.NormState
+    obs_stats: running_stats.RunningStats
     hp: dict
     learning_rate: jax.Array
     num_updates: jax.Array
 
 
 @dataclasses.dataclass(frozen=True)
-class PPO:
+class PPO(AgentBase):
     """Proximal Policy Optimization with a tanh-normal policy (on-policy)."""
 
     config: PPOConfig
-    spec: EnvSpec
-    train: TrainConfig
-    on_policy: bool = True
+    HP_FIELDS: ClassVar = HP_FIELDS
+    HP_RANGES: ClassVar = HP_RANGES
+    on_policy: ClassVar[bool] = True
 
-    def default_hp(self) -> dict[str, float]:
-        return {k: float(getattr(self.config, k)) for k in HP_FIELDS}
-
-    def validate(self, train_cfg, spec: EnvSpec) -> None:
+    def validate(self) -> None:
         """Raises ValueError before compiling when the batch layout does not divide."""
         c = self.config
         if c.activation not in ACTIVATIONS:
@@ -121,8 +121,8 @@ class PPO:
             raise ValueError(f"gae_mode must be 'bootstrap' or 'brax', got {c.gae_mode!r}.")
         if c.num_minibatches <= 0 or c.num_epochs <= 0:
             raise ValueError("num_minibatches and num_epochs must be positive.")
-        check_hp(self.default_hp())
-        batch = train_cfg.num_envs * train_cfg.unrolls_per_update
+        super().validate()
+        batch = self.train.num_envs * self.train.unrolls_per_update
         if batch % c.num_minibatches:
             raise ValueError(
                 f"num_envs * unrolls_per_update = {batch} trajectories per update is not "
@@ -135,15 +135,16 @@ class PPO:
         policy = MLP(tuple(c.policy_hidden) + (2 * self.spec.action_size,), c.activation)
         return policy, MLP(tuple(c.value_hidden) + (1,), c.activation)
 
-    def init(self, key, spec: EnvSpec, hp) -> PPOState:
-        obs = _zeros_obs(spec)
+    def init(self, key, hp) -> PPOState:
+        obs = _zeros_obs(self.spec)
         policy, value = self._nets
         k1, k2 = jax.random.split(key)
         params = {"policy": policy.init(k1, self._policy_in(obs)),
                   "value": value.init(k2, self._value_in(obs))}
         opt = optim.make_optimizer(self.config.max_grad_norm)
         hp = {k: jnp.asarray(v, jnp.float32) for k, v in hp.items()}
-        return PPOState(params=params, opt_state=opt.init(params), norm=normalize.init(obs),
+        return PPOState(params=params, opt_state=opt.init(params),
+                        obs_stats=running_stats.init(obs),
                         hp=hp, learning_rate=hp["learning_rate"],
                         num_updates=jnp.zeros((), jnp.int32))
 
@@ -153,39 +154,39 @@ class PPO:
     def _value_in(self, obs):
         return flatten_obs(obs, [self.config.value_obs_key] if isinstance(obs, dict) else None)
 
-    def _norm(self, norm_state, obs):
+    def _normalize(self, obs_stats, obs):
         if not self.config.normalize_observations:
             return obs
-        out = normalize.normalize(norm_state, obs, self.config.obs_std_eps)
+        out = running_stats.normalize(obs_stats, obs, self.config.obs_std_eps)
         clip = self.config.obs_clip
         return out if clip is None else jax.tree.map(lambda x: jnp.clip(x, -clip, clip), out)
 
-    def policy_params(self, state: PPOState, obs):
-        """(loc, scale) of the pre-tanh Gaussian for raw observations `obs`."""
-        raw = self._nets[0].apply(state.params["policy"], self._policy_in(self._norm(state.norm,
-                                                                                     obs)))
-        return dist.params(raw, self.config.min_std)
+    def policy(self, policy_params, obs) -> distributions.TanhGaussian:
+        """The tanh-Gaussian policy for normalized observations `obs`."""
+        raw = self._nets[0].apply(policy_params, self._policy_in(obs))
+        loc, scale = distributions.params(raw, self.config.min_std)
+        return distributions.TanhGaussian(loc=loc, scale=scale)
 
     def act(self, state: PPOState, obs, key, deterministic: bool = False):
         """Action in [-1, 1] `[N, A]`; extras `raw_action` (pre-tanh u) and `log_prob`."""
-        loc, scale = self.policy_params(state, obs)
+        policy = self.policy(state.params["policy"], self._normalize(state.obs_stats, obs))
         if deterministic:
-            return dist.mode(loc), {}
-        u = dist.sample(key, loc, scale)
-        return jnp.tanh(u), {"raw_action": u, "log_prob": dist.log_prob(u, loc, scale)}
+            return policy.mode(), {}
+        u = policy.sample_raw(key)
+        return jnp.tanh(u), {"raw_action": u, "log_prob": policy.log_prob_raw(u)}
 
     def update(self, state: PPOState, traj: Transition, key):
         c = self.config
-        norm = state.norm
+        obs_stats = state.obs_stats
         if c.normalize_observations and not c.normalize_after_sgd:
-            norm = normalize.update(norm, traj.obs)
+            obs_stats = running_stats.update(obs_stats, traj.obs)
         opt = optim.make_optimizer(c.max_grad_norm)
         loss_grad = jax.value_and_grad(self._loss, has_aux=True)
 
         def sgd_step(carry, xs):
             params, opt_state, lr = carry
             mb, k = xs
-            (_, metrics), grads = loss_grad(params, norm, mb, k, state.hp)
+            (_, metrics), grads = loss_grad(params, obs_stats, mb, k, state.hp)
             params, opt_state = optim.apply(opt, opt_state, params, grads, lr)
             lr = self._adapt_lr(lr, metrics["train/approx_kl"])
             return (params, opt_state, lr), dict(metrics, **{"train/learning_rate": lr})
@@ -200,8 +201,9 @@ class PPO:
             epoch, (state.params, state.opt_state, self._start_lr(state)),
             jax.random.split(key, c.num_epochs))
         if c.normalize_observations and c.normalize_after_sgd:
-            norm = normalize.update(norm, traj.obs)
-        new = state.replace(params=params, opt_state=opt_state, norm=norm, learning_rate=lr,
+            obs_stats = running_stats.update(obs_stats, traj.obs)
+        new = state.replace(params=params, opt_state=opt_state, obs_stats=obs_stats,
+                            learning_rate=lr,
                             num_updates=state.num_updates + 1)
         return new, jax.tree.map(jnp.mean, metrics)
 
@@ -218,12 +220,13 @@ class PPO:
         lr = jnp.where(kl > 2.0 * target, lr / 1.5, jnp.where(kl < 0.5 * target, lr * 1.5, lr))
         return jnp.clip(lr, 1e-5, 1e-2)
 
-    def _loss(self, params, norm, mb: Transition, key, hp):
+    def _loss(self, params, obs_stats, mb: Transition, key, hp):
         """Clipped surrogate + value MSE - entropy bonus on one minibatch `[T, M]`."""
         c = self.config
-        policy, value = self._nets
-        obs, next_obs = self._norm(norm, mb.obs), self._norm(norm, mb.next_obs)
-        loc, scale = dist.params(policy.apply(params["policy"], self._policy_in(obs)), c.min_std)
+        value = self._nets[1]
+        obs = self._normalize(obs_stats, mb.obs)
+        next_obs = self._normalize(obs_stats, mb.next_obs)
+        pi = self.policy(params["policy"], obs)
         values = value.apply(params["value"], self._value_in(obs))[..., 0]
         next_values = value.apply(params["value"], self._value_in(next_obs))[..., 0]
         rewards = mb.reward * hp["reward_scaling"]
@@ -235,47 +238,15 @@ class PPO:
             adv, targets = gae(rewards, sg(values), sg(next_values), mb.terminated,
                                mb.truncated, hp["gamma"], hp["gae_lambda"])
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        logp = dist.log_prob(mb.extras["raw_action"], loc, scale)
-        policy_loss, metrics = clipped_surrogate(logp, mb.extras["log_prob"], adv,
-                                                 hp["clipping_epsilon"])
-        value_loss = 0.5 * hp["vf_coef"] * jnp.mean(jnp.square(targets - values))
-        entropy = dist.entropy(key, loc, scale).mean()
-        total = policy_loss + value_loss - hp["entropy_cost"] * entropy
-        metrics.update({"train/total_loss": total, "train/value_loss": value_loss,
-                        "train/entropy": entropy, "train/policy_std": scale.mean()})
+        logp = pi.log_prob_raw(mb.extras["raw_action"])
+        policy_loss, metrics = losses.clipped_surrogate(logp, mb.extras["log_prob"], adv,
+                                                        hp["clipping_epsilon"])
+        v_loss = losses.value_loss(targets, values, hp["vf_coef"])
+        entropy = pi.entropy(key).mean()
+        total = policy_loss + v_loss - hp["entropy_cost"] * entropy
+        metrics.update({"train/total_loss": total, "train/value_loss": v_loss,
+                        "train/entropy": entropy, **pi.metrics()})
         return total, metrics
-
-
-def clipped_surrogate(logp, old_logp, adv, eps):
-    """PPO's clipped objective (Schulman et al. 2017, Eq. 7) as a loss to minimize.
-
-    Args:
-        logp, old_logp: float32 `[...]` log-probs of the taken actions under the current and
-            the behaviour policy.
-        adv: float32 `[...]` advantages (already normalized if wanted).
-        eps: clip range (float or float32 scalar).
-
-    Returns:
-        (`-mean(min(r A, clip(r, 1 - eps, 1 + eps) A))`, metrics `train/policy_loss`,
-        `train/approx_kl` (`mean((r - 1) - log r)`), `train/clip_fraction`).
-    """
-    log_ratio = logp - old_logp
-    ratio = jnp.exp(log_ratio)
-    surrogate = jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - eps, 1.0 + eps) * adv)
-    loss = -surrogate.mean()
-    return loss, {"train/policy_loss": loss,
-                  "train/approx_kl": jnp.mean((ratio - 1.0) - log_ratio),
-                  "train/clip_fraction": jnp.mean(jnp.abs(ratio - 1.0) > eps)}
-
-
-_HP_RANGES = {"learning_rate": (0.0, 1.0), "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0),
-              "clipping_epsilon": (0.0, 10.0), "entropy_cost": (0.0, 1e3), "vf_coef": (0.0, 1e3),
-              "reward_scaling": (0.0, 1e6)}
-
-
-def check_hp(hp: dict) -> None:
-    """Raises ValueError for a non-finite or out-of-range PPO hyperparameter (host side)."""
-    agent_lib.check_hp(hp, _HP_RANGES, 'ppo')
 
 
 def _zeros_obs(spec: EnvSpec):

@@ -43,7 +43,7 @@ steps per vectorized env step, so the equal-work setting is `utd_ratio = G / U`.
     jax logs, so nested jits are not counted twice); train = the whole `train_fn` wall time minus
     compile minus evaluation (evaluation's own compile is counted once, in compile); steady SPS
     = env steps / time of the epochs after the first (JaxGCRL's own `training/sps`).
-(c) ours: `jaxrl.runner.train("crl", "ReacherGoal", TrainConfig(num_envs=N, unroll_length=U,
+(c) ours: `jaxrl.run.runner.train("crl", "ReacherGoal", TrainConfig(num_envs=N, unroll_length=U,
     episode_length=L, total_env_steps=<the peer's real env-step count>, num_chunks=num_evals,
     num_eval_envs=...), cfg)` in its own process, with the config fields above set where our
     `crl` config has a field of that name (the JSON lists which were set and which were not
@@ -361,8 +361,8 @@ def ours_configs(s: dict):
     import dataclasses
 
     from jaxrl import envs
-    from jaxrl.agent import UnknownAgentError, lookup
-    from jaxrl.loop import TrainConfig
+    from jaxrl.engine.contract import UnknownAgentError, lookup
+    from jaxrl.engine.loop import TrainConfig
 
     try:
         cfg_cls = lookup("crl")[1]
@@ -405,7 +405,7 @@ def run_ours(s: dict) -> dict:
 
     import numpy as np
 
-    from jaxrl import runner
+    from jaxrl.run import runner
 
     cfg, agent_cfg, applied, missing = ours_configs(s)
     result = runner.train("crl", s["env"], cfg, agent_cfg, run_dir=None, progress=False)

@@ -7,7 +7,7 @@ steps/s) and gradient steps/s, plus settings, machine and the package versions o
 
 (a) raw: random actions, `jax.jit(lax.scan(vmap(env.step)))` over `jaxrl.envs.make(name,
     impl=impl)`, timed after two warm-up calls with `block_until_ready` (no auto-reset).
-(b) ours: `jaxrl.runner.train(agent, ...)` for each agent in `--agents`, starting from the
+(b) ours: `jaxrl.run.runner.train(agent, ...)` for each agent in `--agents`, starting from the
     agent config of its CPU preset (`AGENT_PRESETS`: architecture, losses, exploration) with
     `batch_size`, `utd_ratio` (= Brax `grad_updates_per_step`), `learning_starts` (= Brax
     `min_replay_size`) and `buffer_size` (= Brax `max_replay_size`) set from the command line,
@@ -116,8 +116,8 @@ def ours_configs(s: dict, row: str):
     import dataclasses
 
     from jaxrl import configs
-    from jaxrl.agent import lookup
-    from jaxrl.loop import TrainConfig
+    from jaxrl.engine.contract import lookup
+    from jaxrl.engine.loop import TrainConfig
 
     preset = configs.get(AGENT_PRESETS[row])
     agent_cfg = lookup(preset.agent)[1](**dict(preset.agent_overrides))
@@ -149,7 +149,7 @@ def run_ours(s: dict, row: str) -> dict:
     """Part (b) for one agent: SPS and gradient steps/s over the chunks after learning starts."""
     import numpy as np
 
-    from jaxrl import runner
+    from jaxrl.run import runner
 
     agent_name, cfg, agent_cfg = ours_configs(s, row)
     result = runner.train(agent_name, s["env"], cfg, agent_cfg, run_dir=None, progress=False)
@@ -169,7 +169,8 @@ def run_ours(s: dict, row: str) -> dict:
             "compile_seconds": result.compile_seconds, "num_updates": num_updates,
             "num_updates_expected": (total_iters - first_iter + 1) * g,
             "actor_hidden": list(agent_cfg.actor_hidden),
-            "critic_hidden": list(agent_cfg.critic_hidden), "norm": agent_cfg.norm,
+            "critic_hidden": list(agent_cfg.critic_hidden),
+            "normalized_nets": agent_cfg.normalized_nets,
             "num_blocks": agent_cfg.num_blocks,
             "num_q": agent_cfg.num_q, "critic_type": agent_cfg.critic_type,
             "policy_delay": agent_cfg.policy_delay,
@@ -302,7 +303,7 @@ def format_table(res: dict) -> str:
 def _arch(o: dict, key: str) -> str:
     """`256x256` for an MLP; `enc 128 + 2 blocks` for a normalized (FlashSAC) encoder, whose
     blocks are `h -> 4h -> h` inverted residuals."""
-    if o.get("norm"):
+    if o.get("normalized_nets"):
         return f"enc {o[key][0]} + {o.get('num_blocks', 2)} blocks"
     return "x".join(map(str, o[key]))
 
@@ -319,7 +320,8 @@ def details(res: dict) -> list[str]:
         if "error" in o:
             out.append(f"- ours `{row}` failed: {o['error'].splitlines()[0]}")
             continue
-        out.append(f"- ours `{row}` (preset `{o['preset']}`; norm {o['norm']}, num_q "
+        out.append(f"- ours `{row}` (preset `{o['preset']}`; normalized_nets "
+                   f"{o['normalized_nets']}, num_q "
                    f"{o['num_q']}, critic {o['critic_type']}, policy_delay {o['policy_delay']}):"
                    f" {fmt(o['steady_env_steps'])} steps in {o['steady_seconds']:.1f} s over "
                    f"chunks {o['steady_chunks'][0]}-{o['steady_chunks'][-1]}; all chunks "

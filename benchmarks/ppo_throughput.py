@@ -5,7 +5,7 @@ machine and the package versions of each side; `--json PATH` also writes every n
 
 (a) raw: random actions, `jax.jit(lax.scan(vmap(env.step)))` over `jaxrl.envs.make(name,
     impl=impl)`, timed after two warm-up calls with `block_until_ready` (no auto-reset).
-(b) ours: `jaxrl.runner.train("ppo", ...)` without evaluation; SPS is
+(b) ours: `jaxrl.run.runner.train("ppo", ...)` without evaluation; SPS is
     `result.env_steps / result.train_seconds` (compile excluded).
 (c) brax: `brax.training.agents.ppo.train` on the same Playground env
     (`registry.load(name, config_overrides={"impl": impl})`, wrapped by Playground's
@@ -100,9 +100,9 @@ def settings_from_args(args: argparse.Namespace) -> dict:
 
 def ppo_ours(s: dict) -> dict:
     """Part (b): jaxrl PPO at Brax-equal settings, no evaluation, compile excluded."""
-    from jaxrl import runner
     from jaxrl.agents.ppo import PPOConfig
-    from jaxrl.loop import TrainConfig
+    from jaxrl.engine.loop import TrainConfig
+    from jaxrl.run import runner
 
     cfg = TrainConfig(num_envs=s["num_envs"], unroll_length=s["unroll_length"],
                       unrolls_per_update=s["unrolls_per_update"],

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 
-from jaxrl.loop import TrainConfig
+from jaxrl.engine.loop import TrainConfig
 
 
 @dataclasses.dataclass(frozen=True)

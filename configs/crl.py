@@ -10,7 +10,7 @@ episode length 1000 and batch 256 that is 1998 steps per 62 vectorized steps, i.
 """
 
 from jaxrl.configs import Preset, register
-from jaxrl.loop import TrainConfig
+from jaxrl.engine.loop import TrainConfig
 
 _JAXGCRL = (("batch_size", 256), ("learning_rate", 3e-4), ("critic_learning_rate", 3e-4),
             ("alpha_learning_rate", 3e-4), ("gamma", 0.99), ("contrastive_loss", "bwd_infonce"),

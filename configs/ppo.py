@@ -14,7 +14,7 @@ the first batches see a nearly constant pole angle and later falls were normaliz
 """
 
 from jaxrl.configs import Preset, register
-from jaxrl.loop import TrainConfig
+from jaxrl.engine.loop import TrainConfig
 
 register(Preset(
     name="ppo-dmc-gpu", agent="ppo", env="CartpoleBalance",

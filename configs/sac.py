@@ -14,7 +14,7 @@
 import dataclasses
 
 from jaxrl.configs import Preset, register
-from jaxrl.loop import TrainConfig
+from jaxrl.engine.loop import TrainConfig
 
 _CPU_TRAIN = TrainConfig(num_envs=32, unroll_length=4, total_env_steps=96_000, num_chunks=6,
                          num_eval_envs=16)
@@ -68,7 +68,7 @@ register(Preset(
     name="warpsac-a", agent="warpsac", env="G1JoystickFlatTerrain",
     train=TrainConfig(num_envs=1024, unroll_length=1, total_env_steps=50_000_000,
                       num_chunks=20, num_eval_envs=128),
-    agent_overrides=(("norm", False), ("num_q", 1), ("obs_dtype", "bfloat16"),
+    agent_overrides=(("normalized_nets", False), ("num_q", 1), ("obs_dtype", "bfloat16"),
                      ("normalize_observations", True), ("actor_hidden", (256, 256)),
                      ("critic_hidden", (256, 256)), ("batch_size", 2048), ("utd_ratio", 2.0),
                      ("buffer_size", 10_485_760), ("learning_starts", 102_400),
@@ -79,7 +79,8 @@ register(Preset(
 register(Preset(
     name="warpsac-a-cpu", agent="warpsac", env="CartpoleBalance",
     train=dataclasses.replace(_CPU_TRAIN, total_env_steps=64_000, num_chunks=4),
-    agent_overrides=_CPU_COMMON + (("norm", False), ("num_q", 1), ("obs_dtype", "bfloat16"),
+    agent_overrides=_CPU_COMMON + (("normalized_nets", False), ("num_q", 1),
+                                   ("obs_dtype", "bfloat16"),
                                    ("normalize_observations", True),
                                    ("actor_hidden", (256, 256)), ("critic_hidden", (256, 256)),
                                    ("swd_decay_steps", 2000.0), ("gamma", 0.99),

@@ -1,7 +1,8 @@
 """Adapters from Playground and Brax envs to jaxrl's `State` and normalized actions.
 
 Both simulators already expose `reset(key)` / `step(state, action)`; the adapters convert their
-state records to `jaxrl.types.State`, rescale actions from [-1, 1] to the env's bounds, and read
+state records to `jaxrl.engine.types.State`,
+rescale actions from [-1, 1] to the env's bounds, and read
 the static facts an `EnvSpec` needs.
 """
 
@@ -11,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl.types import State
+from jaxrl.engine.types import State
 
 
 class _Adapter:

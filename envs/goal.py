@@ -1,6 +1,6 @@
 """Goal-conditioned envs for contrastive RL (CRL, CPPO): the contract and four envs.
 
-Contract (every env here; CRL/CPPO rely on it, `jaxrl.types.EnvSpec` repeats it):
+Contract (every env here; CRL/CPPO rely on it, `jaxrl.engine.types.EnvSpec` repeats it):
 
 - `obs = concat(state, goal)`, a flat float32 vector `[obs_dim]` with
   `obs_dim = state_dim + len(goal_indices)`.
@@ -39,8 +39,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl.engine.types import State
 from jaxrl.envs.adapters import BraxEnv
-from jaxrl.types import State
 
 RING_MAZE = "#####\n#...#\n#.#.#\n#...#\n#####"
 """Default `PointMaze` layout: 5 x 5 cells, walls on the border and in the centre, free cells

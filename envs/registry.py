@@ -1,5 +1,9 @@
-"""Env registry: MuJoCo Playground and Brax envs by their own names, plus our toy and
-goal-conditioned envs (`jaxrl.envs.goal`).
+"""Env registry: env families register themselves; `make` builds any registered env by name.
+
+A family (`register_family`) is a name (`toy`, `goal`, `playground`, `brax`), a list of env
+names (lazy where listing is expensive) and a factory. This module registers our toy and
+goal-conditioned envs (`jaxrl.envs.toy`, `jaxrl.envs.goal`) and MuJoCo Playground and Brax envs
+by their own names, in that order; a new family calls `register_family` and edits nothing here.
 
 Robot assets (MuJoCo Menagerie) resolve from `$JAXRL_MENAGERIE_PATH` when set, else from
 Playground's own location (which Playground downloads on first use when online).
@@ -7,14 +11,18 @@ Playground's own location (which Playground downloads on first use when online).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import os
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+from typing import Any
 
 import jax
 
+from jaxrl.engine.types import EnvSpec
 from jaxrl.envs import goal, toy
-from jaxrl.types import EnvSpec
 
 MENAGERIE_VAR = "JAXRL_MENAGERIE_PATH"
 BRAX_ENVS = ("ant", "fast", "halfcheetah", "hopper", "humanoid", "humanoidstandup",
@@ -24,7 +32,7 @@ UNSUPPORTED = {
     "swimmer": "brax 'swimmer' only has the generalized backend, whose fluid model calls "
                "jnp.clip(a_min=...), removed in jax 0.10 (brax 0.14.2).",
 }
-_MENAGERIE_FAMILIES = ("locomotion", "manipulation")
+_MENAGERIE_SUITES = ("locomotion", "manipulation")
 
 
 class UnknownEnvError(ValueError):
@@ -35,31 +43,147 @@ class EnvAssetError(RuntimeError):
     """A robot asset (MuJoCo Menagerie file) could not be found."""
 
 
-@functools.cache
-def playground_envs() -> tuple[str, ...]:
-    """Names of every MuJoCo Playground env (imports `mujoco_playground`, about 5 s)."""
-    from mujoco_playground import registry
+@dataclasses.dataclass(frozen=True)
+class EnvFamily:
+    """A registered family of envs (see `register_family` for the fields)."""
 
-    return tuple(registry.ALL_ENVS)
+    name: str
+    names: tuple[str, ...] | Callable[[], Iterable[str]]
+    make_fn: Callable[..., Any]
+    unsupported: Mapping[str, str]
+
+    def env_names(self) -> tuple[str, ...]:
+        """The family's env names (calls `names` when it is a callable)."""
+        return tuple(self.names() if callable(self.names) else self.names)
+
+
+_FAMILIES: dict[str, EnvFamily] = {}
+
+
+def register_family(name: str, names: Iterable[str] | Callable[[], Iterable[str]],
+                    make_fn: Callable[..., Any], *,
+                    unsupported: Mapping[str, str] | None = None) -> EnvFamily:
+    """Adds a family of envs to the registry, after the families already registered.
+
+    Args:
+        name: the family's key in `list_envs()` (and `jaxrl list envs`), e.g. `"toy"`.
+        names: the env names, as a sequence, or as a zero-argument callable returning them.
+            A callable is not called here but on every read of the registry (`list_envs`,
+            `check_env_name`, `make`), so an expensive listing stays lazy (Playground's
+            imports `mujoco_playground`, about 5 s; cache it, e.g. with `functools.cache`).
+        make_fn: factory `make_fn(name, *, impl, episode_length, **overrides) -> env`, called
+            by `make` with one of `names`; `impl` (MJX implementation) and `episode_length`
+            (time limit) are None when the caller gave none, `overrides` are the caller's
+            other keyword args. Returns a single env with Playground's API (`reset(key)`,
+            `step(state, action)`) and `action_size`, `action_low`, `action_high`,
+            `episode_length`, `dt`.
+        unsupported: names this family knows but cannot build, mapped to the reason; asking
+            for one raises `UnknownEnvError` with that reason.
+
+    Returns:
+        The registered `EnvFamily`.
+
+    Raises:
+        ValueError: `name` is empty or already registered; `names` (when a sequence) repeats a
+            name or holds a name that another family registered as a sequence. Clashes with a
+            family whose names are a callable are only found on the next read of the registry,
+            which then raises ValueError naming both families.
+        TypeError: `make_fn` (or `names`, when not a sequence) is not callable.
+    """
+    if not name or not isinstance(name, str):
+        raise ValueError(f"Env family name must be a non-empty string, got {name!r}.")
+    if name in _FAMILIES:
+        raise ValueError(f"Env family {name!r} is already registered; call "
+                         "unregister_family first to replace it.")
+    if not callable(make_fn):
+        raise TypeError(f"make_fn of env family {name!r} must be callable, got {make_fn!r}.")
+    if isinstance(names, str):
+        raise TypeError(f"names of env family {name!r} must be a sequence of names or a "
+                        f"callable, got the string {names!r}.")
+    if not callable(names):
+        names = tuple(names)
+        _check_unique({**{f.name: f.names for f in _FAMILIES.values() if not callable(f.names)},
+                       name: names})
+    family = EnvFamily(name=name, names=names, make_fn=make_fn,
+                       unsupported=MappingProxyType(dict(unsupported or {})))
+    _FAMILIES[name] = family
+    return family
+
+
+def unregister_family(name: str) -> EnvFamily:
+    """Removes a registered family (tests register throwaway families and remove them).
+
+    Args:
+        name: the family's key, as given to `register_family`.
+
+    Returns:
+        The removed `EnvFamily` (pass its fields to `register_family` to restore it).
+
+    Raises:
+        KeyError: no family of that name is registered.
+    """
+    if name not in _FAMILIES:
+        raise KeyError(f"No env family {name!r}; registered: {', '.join(_FAMILIES)}.")
+    return _FAMILIES.pop(name)
+
+
+def _check_unique(listing: Mapping[str, Iterable[str]]) -> None:
+    owner: dict[str, str] = {}
+    for family, names in listing.items():
+        for env in names:
+            if env in owner:
+                where = (f"twice in family {family!r}" if owner[env] == family
+                         else f"by both families {owner[env]!r} and {family!r}")
+                raise ValueError(f"Env name {env!r} is registered {where}; env names must be "
+                                 "unique across families.")
+            owner[env] = family
 
 
 def list_envs() -> dict[str, tuple[str, ...]]:
-    """Registered env names by source: `toy`, `goal`, `playground`, `brax`."""
-    return {"toy": tuple(toy.TOY_ENVS), "goal": tuple(goal.GOAL_ENVS),
-            "playground": playground_envs(), "brax": BRAX_ENVS}
+    """Registered env names by family, in registration order.
+
+    Returns:
+        `{family: names}`; the built-in families are `toy`, `goal`, `playground`, `brax`.
+
+    Raises:
+        ValueError: two families register the same env name.
+    """
+    listing = {f.name: f.env_names() for f in _FAMILIES.values()}
+    _check_unique(listing)
+    return listing
 
 
-def check_env_name(name: str) -> str:
-    """Returns `name` if registered; raises `UnknownEnvError` with close matches otherwise."""
-    every = [n for names in list_envs().values() for n in names]
-    if name in every:
-        return name
-    if name in UNSUPPORTED:
-        raise UnknownEnvError(f"Env {name!r} is not supported: {UNSUPPORTED[name]}")
+def _find_family(name: str) -> EnvFamily:
+    listing = list_envs()
+    for family, names in listing.items():
+        if name in names:
+            return _FAMILIES[family]
+    for family in _FAMILIES.values():
+        if name in family.unsupported:
+            raise UnknownEnvError(f"Env {name!r} is not supported: {family.unsupported[name]}")
+    every = [n for names in listing.values() for n in names]
     close = difflib.get_close_matches(name, every, n=5, cutoff=0.5)
     lower = [n for n in every if n.lower() == name.lower()]
     hint = f" Did you mean: {', '.join(dict.fromkeys(lower + close))}?" if lower + close else ""
     raise UnknownEnvError(f"Unknown env {name!r}.{hint} Run `jaxrl list envs` for all names.")
+
+
+def check_env_name(name: str) -> str:
+    """Checks that `name` is a registered env.
+
+    Args:
+        name: env name, as `list_envs()` lists it.
+
+    Returns:
+        `name`.
+
+    Raises:
+        UnknownEnvError: `name` is not registered (the message lists close matches, or gives
+            the reason when a family names it as unsupported).
+        ValueError: two families register the same env name.
+    """
+    _find_family(name)
+    return name
 
 
 def default_impl() -> str:
@@ -69,11 +193,12 @@ def default_impl() -> str:
 
 
 def make(name: str, *, impl: str | None = None, episode_length: int | None = None, **overrides):
-    """Builds one env by registered name.
+    """Builds one env by registered name, with its family's factory.
 
     Args:
-        name: a Playground name (`CartpoleBalance`), a Brax name (`ant`), a toy name or a
-            goal-conditioned env name (`PointMaze`, `ReacherGoal`, `AntGoal`, `PusherGoal`).
+        name: a Playground name (`CartpoleBalance`), a Brax name (`ant`), a toy name, a
+            goal-conditioned env name (`PointMaze`, `ReacherGoal`, `AntGoal`, `PusherGoal`), or
+            a name of any family added with `register_family`.
         impl: MJX implementation for Playground envs (`jax` or `warp`); None picks
             `default_impl()`.
         episode_length: time limit to report in the spec; None keeps the env's default.
@@ -85,32 +210,54 @@ def make(name: str, *, impl: str | None = None, episode_length: int | None = Non
     Raises:
         UnknownEnvError: unknown name (the message lists close matches).
         EnvAssetError: a Menagerie asset is missing (the message names $JAXRL_MENAGERIE_PATH).
+        ValueError: two families register the same env name.
     """
-    check_env_name(name)
-    if name in toy.TOY_ENVS or name in goal.GOAL_ENVS:
-        env = {**toy.TOY_ENVS, **goal.GOAL_ENVS}[name](**overrides)
+    family = _find_family(name)
+    return family.make_fn(name, impl=impl, episode_length=episode_length, **overrides)
+
+
+def _own_factory(envs: Callable[[], Mapping[str, Callable[..., Any]]]):
+    """Factory for our pure-JAX envs: `envs()[name](**overrides)`, then the time limit.
+
+    `envs` is read on every call, so tests can add an env to `toy.TOY_ENVS` with monkeypatch.
+    """
+
+    def make_fn(name, *, impl=None, episode_length=None, **overrides):
+        del impl  # no simulator
+        env = envs()[name](**overrides)
         if episode_length:
             env.episode_length = int(episode_length)
         return env
-    if name in BRAX_ENVS:
-        from brax import envs as brax_envs
 
-        from jaxrl.envs.adapters import BraxEnv
-
-        return BraxEnv(name, brax_envs.get_environment(name, **overrides), episode_length or 1000)
-    return _make_playground(name, impl, episode_length, overrides)
+    return make_fn
 
 
-def _make_playground(name, impl, episode_length, overrides):
+@functools.cache
+def playground_envs() -> tuple[str, ...]:
+    """Names of every MuJoCo Playground env (imports `mujoco_playground`, about 5 s)."""
+    from mujoco_playground import registry
+
+    return tuple(registry.ALL_ENVS)
+
+
+def _make_brax(name, *, impl=None, episode_length=None, **overrides):
+    del impl  # Brax picks its pipeline per env
+    from brax import envs as brax_envs
+
+    from jaxrl.envs.adapters import BraxEnv
+
+    return BraxEnv(name, brax_envs.get_environment(name, **overrides), episode_length or 1000)
+
+
+def _make_playground(name, *, impl=None, episode_length=None, **overrides):
     from mujoco_playground import registry
 
     from jaxrl.envs.adapters import PlaygroundEnv
 
     cfg = registry.get_default_config(name)
-    overrides = dict(overrides)
     if "impl" in cfg and "impl" not in overrides:
         overrides["impl"] = impl or default_impl()
-    needs_assets = _family(name) in _MENAGERIE_FAMILIES
+    needs_assets = _playground_suite(name) in _MENAGERIE_SUITES
     if needs_assets:
         _point_playground_at_menagerie()
     try:
@@ -123,12 +270,12 @@ def _make_playground(name, impl, episode_length, overrides):
     return PlaygroundEnv(name, env, length)
 
 
-def _family(name: str) -> str:
+def _playground_suite(name: str) -> str:
     from mujoco_playground import registry
 
-    for family in ("dm_control_suite", "locomotion", "manipulation"):
-        if name in getattr(registry, family).ALL_ENVS:
-            return family
+    for suite in ("dm_control_suite", "locomotion", "manipulation"):
+        if name in getattr(registry, suite).ALL_ENVS:
+            return suite
     return "other"
 
 
@@ -165,3 +312,11 @@ def make_spec(env, name: str | None = None) -> EnvSpec:
                    action_high=tuple(float(x) for x in env.action_high),
                    episode_length=int(env.episode_length), dt=getattr(env, "dt", None),
                    goal_indices=getattr(env, "goal_indices", None))
+
+
+# Built-in families, in the order `list_envs()` (and `jaxrl list envs`) shows them. Toy and goal
+# names are read from their dicts on every call, so tests can add an env with monkeypatch.
+register_family("toy", lambda: tuple(toy.TOY_ENVS), _own_factory(lambda: toy.TOY_ENVS))
+register_family("goal", lambda: tuple(goal.GOAL_ENVS), _own_factory(lambda: goal.GOAL_ENVS))
+register_family("playground", playground_envs, _make_playground)
+register_family("brax", BRAX_ENVS, _make_brax, unsupported=UNSUPPORTED)

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl.types import State
+from jaxrl.engine.types import State
 
 
 class _Toy:

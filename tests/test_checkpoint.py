@@ -20,11 +20,13 @@ import numpy as np
 import pytest
 from flax import struct
 
-from jaxrl import agent as agent_lib
-from jaxrl import checkpoint, cli, configs, loop, runner
-from jaxrl import logging as jl
+from jaxrl import configs
 from jaxrl.agents import PPOConfig
+from jaxrl.engine import contract as agent_lib
+from jaxrl.engine import loop
 from jaxrl.envs import toy
+from jaxrl.run import checkpoint, cli, runner
+from jaxrl.run import logging as jl
 
 PRESET = configs.get("ppo-toy-cpu")
 NUM_ENVS, UNROLL, CHUNKS = 16, 8, 4
@@ -385,12 +387,24 @@ class _ReplayState:
     buffer: dict
 
 
+class _ReplayAgent:
+    """The two replay declarations of the agent contract, for a hand-made state."""
+
+    has_replay = True
+
+    def replay_of(self, state):
+        return state.buffer
+
+    def with_replay(self, state, buffer):
+        return state.replace(buffer=buffer)
+
+
 def test_checkpoint_without_replay_drops_buffer(tmp_path):
     state = _ReplayState(
         params={"w": jnp.arange(6.0).reshape(2, 3)},
         buffer={"obs": jnp.ones((2, 5, 3)), "pos": jnp.array([4, 4])},
     )
-    run = loop.Runner(
+    run = loop.RunState(
         agent_state=state,
         env_state={"x": jnp.zeros((2, 1))},
         key=jnp.zeros((2, 2), jnp.uint32),
@@ -398,7 +412,8 @@ def test_checkpoint_without_replay_drops_buffer(tmp_path):
     )
     abstract = jax.eval_shape(lambda: run)
     for replay in (True, False):
-        saver = checkpoint.Checkpointer(str(tmp_path / str(replay)), keep=3, replay=replay)
+        saver = checkpoint.Checkpointer(str(tmp_path / str(replay)), keep=3, replay=replay,
+                                      agent=_ReplayAgent())
         saver.save(1, run, [{"chunk": 1, "x": float("nan")}], {"agent": "toy"})
         saver.wait()
         meta = saver.restore_meta(1)
@@ -414,7 +429,7 @@ def test_checkpoint_without_replay_drops_buffer(tmp_path):
         else:
             assert back.agent_state.buffer is None
             empty = {"obs": jnp.zeros((2, 5, 3)), "pos": jnp.array([0, 0])}
-            _assert_trees_equal(checkpoint.fill_replay(back, empty).agent_state.buffer, empty)
+            _assert_trees_equal(checkpoint.fill_replay(_ReplayAgent(), back, empty).agent_state.buffer, empty)
 
 
 def _off_policy_agents() -> list:
@@ -454,7 +469,7 @@ def test_off_policy_resume_with_replay_is_bit_identical(agent_name, tmp_path):
     straight = runner.train(
         agent_name, "PointMass1D", cfg, agent_cfg, run_dir=straight_dir, progress=False
     )
-    assert checkpoint.has_replay(straight.runner)
+    assert straight.runner.agent_state.buffer is not None
     # The state a kill after chunk 2 leaves behind: chunks 1-2 on disk, 4 lines of metrics.
     shutil.copytree(straight_dir, run_dir)
     for chunk in (3, 4):
@@ -469,11 +484,11 @@ def test_off_policy_resume_with_replay_is_bit_identical(agent_name, tmp_path):
         return
     # checkpoint_replay=False: same state, but the buffer comes back empty (fresh from init).
     small_dir = str(tmp_path / "c")
-    saver = checkpoint.Checkpointer(small_dir, keep=1, replay=False)
+    agent, env, spec = runner.build(agent_name, "PointMass1D", cfg, agent_cfg)
+    saver = checkpoint.Checkpointer(small_dir, keep=1, replay=False, agent=agent)
     saver.save(4, straight.runner, straight.records, {})
     saver.wait()
     assert saver.restore_meta(4)["replay"] is False
-    agent, env, spec = runner.build(agent_name, "PointMass1D", cfg, agent_cfg)
     back = checkpoint.restore_runner(saver, 4, saver.restore_meta(4), agent, env, spec, cfg, None)
     saver.close()
     _assert_trees_equal(straight.runner.agent_state.params, back.agent_state.params)

@@ -6,8 +6,9 @@ import os
 
 import pytest
 
-from jaxrl import checkpoint, cli, loop, runner
-from jaxrl.logging import read_jsonl
+from jaxrl.engine import loop
+from jaxrl.run import checkpoint, cli, runner
+from jaxrl.run.logging import read_jsonl
 
 
 @pytest.fixture

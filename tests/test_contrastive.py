@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import contrastive as C
-from jaxrl import replay
-from jaxrl.types import Transition
+from jaxrl.engine.types import Transition
+from jaxrl.learning import contrastive as C
+from jaxrl.learning import replay
 
 L3 = jnp.array([[2.0, 0.0, -1.0], [0.0, 1.0, 0.0], [-1.0, 1.0, 3.0]])
 

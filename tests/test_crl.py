@@ -8,11 +8,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import configs, envs, loop, runner
-from jaxrl.agent import lookup
+from jaxrl import configs, envs
 from jaxrl.agents.cppo import baseline_advantage
 from jaxrl.agents.crl import CRITIC_KEYS, check_goal_spec
-from jaxrl.types import EnvSpec
+from jaxrl.engine import loop
+from jaxrl.engine.contract import lookup
+from jaxrl.engine.types import EnvSpec
+from jaxrl.run import runner
 
 TRAIN = loop.TrainConfig(num_envs=8, unroll_length=5, total_env_steps=800, num_chunks=2,
                          num_eval_envs=4)
@@ -155,7 +157,7 @@ def test_goal_presets_validate(name):
     spec = _spec(preset.env)
     agent = agent_cls(config=cfg_cls(**dict(preset.agent_overrides)), spec=spec,
                       train=preset.train)
-    agent.validate(preset.train, spec)
+    agent.validate()
     assert spec.goal_indices is not None
     if preset.agent == "crl" and preset.train.num_envs == 512:
         assert agent.updates_per_call == 1998  # JaxGCRL: 512 * 999 / 256 per 62-step collect

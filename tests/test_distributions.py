@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl import distributions as dist
+from jaxrl.learning import distributions as dist
 
 ZERO, ONE = jnp.zeros(1), jnp.ones(1)
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import wrappers
+from jaxrl.engine import wrappers
 from jaxrl.envs import EnvAssetError, UnknownEnvError, list_envs, make, make_spec, registry
 
 SHARED_MENAGERIE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "assets",
@@ -97,7 +97,7 @@ def test_cpu_uses_pure_jax_mjx():
 def test_brax_actions_scaled_once(name, scales_itself):
     """Brax envs that map [-1, 1] to their actuator range themselves (inverted_pendulum [-3, 3],
     pusher [-2, 2]) get the normalized action, not one scaled twice; others get env units."""
-    from jaxrl.types import State
+    from jaxrl.engine.types import State
 
     env = make(name)
     seen = {}

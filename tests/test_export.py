@@ -20,11 +20,14 @@ import onnxruntime as ort
 import pytest
 
 import jaxrl
-from jaxrl import agent as agent_lib
-from jaxrl import cli, configs, envs, export, normalize, runner
+from jaxrl import configs, envs
 from jaxrl.agents import PPO, PPOConfig
+from jaxrl.deploy import export
+from jaxrl.deploy.onnx_convert import OPSET, UnsupportedPrimitiveError, jaxpr_to_onnx
+from jaxrl.engine import contract as agent_lib
 from jaxrl.envs import toy
-from jaxrl.onnx_convert import OPSET, UnsupportedPrimitiveError, jaxpr_to_onnx
+from jaxrl.learning import running_stats
+from jaxrl.run import cli, runner
 
 PRESET = configs.get("ppo-toy-cpu")
 CFG = dataclasses.replace(PRESET.train, num_envs=16, unroll_length=8, total_env_steps=512,
@@ -114,10 +117,10 @@ def test_normalizer_is_folded_in(trained, tmp_path):
     _, result, agent, env, spec = trained
     base = _seed_state(result, 0)
     mean, m2 = np.array([0.5, -0.3], np.float32), np.array([400.0, 9.0], np.float32)
-    custom = base.replace(norm=normalize.NormState(
+    custom = base.replace(norm=running_stats.RunningStats(
         count_lo=jnp.uint32(100), count_hi=jnp.uint32(0), mean=jnp.asarray(mean),
         m2=jnp.asarray(m2)))  # std = sqrt(m2 / 100) = [2, 0.3]
-    identity = base.replace(norm=normalize.init(jnp.zeros(2)))
+    identity = base.replace(norm=running_stats.init(jnp.zeros(2)))
     obs = export.record_observations(agent, base, env, spec, CFG, 200, seed=5)
     outs = {}
     for name, state in (("custom", custom), ("identity", identity)):
@@ -160,7 +163,7 @@ def test_every_registered_agent_exports_with_parity(name, built, cfg, tmp_path):
     agent, env, spec = built
     # Eager init: `jax.jit(warpsac.init)` hangs on 2 CPU cores (XLA pool threads blocked in
     # jaxlib's LAPACK qr), seen 2026-11-30 with jax 0.10.2.
-    state = agent.init(jax.random.PRNGKey(3), spec, agent.default_hp())
+    state = agent.init(jax.random.PRNGKey(3), agent.default_hp())
     res = export.export_policy(agent, state, env, spec, cfg, str(tmp_path / "p.onnx"), "onnx")
     assert res.max_abs_error <= 1e-5
     assert [i.name for i in onnx.load(res.path).graph.input] == ["obs"]
@@ -268,8 +271,8 @@ def test_dict_observation_export_reads_the_policy_key(tmp_path):
     cfg = dataclasses.replace(CFG, num_seeds=1)
     agent = PPO(config=dataclasses.replace(AGENT_CFG, value_obs_key="privileged_state"),
                 spec=spec, train=cfg)
-    state = agent.init(jax.random.PRNGKey(0), spec, agent.default_hp())
-    state = state.replace(norm=normalize.update(state.norm, {
+    state = agent.init(jax.random.PRNGKey(0), agent.default_hp())
+    state = state.replace(norm=running_stats.update(state.norm, {
         "state": jnp.array([[0.5, 0.1], [-1.0, 0.3]]),
         "privileged_state": jnp.array([[0.5, 0.1, 1.0], [-1.0, 0.3, 1.0]])}))
     res = export.export_policy(agent, state, env, spec, cfg, str(tmp_path / "d.onnx"))

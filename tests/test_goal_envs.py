@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import rollout, wrappers
+from jaxrl.engine import rollout, wrappers
+from jaxrl.engine.types import State
 from jaxrl.envs import goal, list_envs, make, make_spec
-from jaxrl.types import State
 
 NUM_ENVS, EPISODE_LENGTH, NUM_STEPS = 2, 2, 40  # 20 episodes per env slot
 GOAL_ENV_KWARGS = {"PointMaze": {}, "ReacherGoal": {}, "AntGoal": {},

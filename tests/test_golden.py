@@ -23,8 +23,9 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl import agent as agent_lib
-from jaxrl import loop, runner
+from jaxrl.engine import contract as agent_lib
+from jaxrl.engine import loop
+from jaxrl.run import runner
 
 GOLDEN = pathlib.Path(__file__).resolve().parent / "golden"
 RECORD = bool(os.environ.get("JAXRL_RECORD_GOLDEN"))
@@ -59,6 +60,27 @@ CASES = {
                                    "critic_batch_size": 32, "num_minibatches": 4,
                                    "num_epochs": 2, "critic_epochs": 2}, {"unroll_length": 10}),
 }
+
+
+# Metrics whose definition changed on purpose after the record: env metrics are now per-episode
+# sums (they were the value at the episode's last step), and `buffer/transitions` is the count
+# after the chunk (it was the mean over the chunk's iterations). Params and every other metric
+# must still match.
+_REDEFINED = ("metric_buffer/transitions",)
+_KEPT_EPISODE = ("metric_episode/return", "metric_episode/length", "metric_episode/count")
+
+
+# Cases whose compiled program changed shape in the restructuring, so XLA rounds a few values
+# differently (<= 3e-7 relative after two chunks): CRL computes its actor's log-prob through the
+# distribution object (a different op order), FastDSAC's log-std head maps straight into its
+# bounds instead of squashing into [-5, 2] first and rescaling. Compared to 1e-5.
+_ROUNDING_ONLY = ("crl", "crl_cosine", "fastdsac")
+
+
+def _compared(key: str) -> bool:
+    if key.startswith("metric_episode/"):
+        return key in _KEPT_EPISODE
+    return key not in _REDEFINED
 
 
 def _fingerprint() -> dict:
@@ -105,10 +127,10 @@ def test_golden_run(name):
         pytest.skip("recorded")
     want = dict(np.load(path))
     assert sorted(got) == sorted(want), "params or metrics changed structure"
-    exact = json.loads(meta_path.read_text()) == _fingerprint()
-    for key in sorted(want):
+    exact = json.loads(meta_path.read_text()) == _fingerprint() and name not in _ROUNDING_ONLY
+    for key in filter(_compared, sorted(want)):
         if exact:
             np.testing.assert_array_equal(got[key], want[key], err_msg=f"{name}: {key}")
         else:
-            np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-5,
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-5, atol=1e-6,
                                        err_msg=f"{name}: {key}")

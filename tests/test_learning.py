@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from jaxrl import cli, runner
+from jaxrl.run import cli, runner
 
 
 @pytest.mark.slow

@@ -11,8 +11,10 @@ import time
 import jax
 import pytest
 
-from jaxrl import configs, envs, rollout, runner, wrappers
-from jaxrl.agent import lookup
+from jaxrl import configs, envs
+from jaxrl.engine import rollout, wrappers
+from jaxrl.engine.contract import lookup
+from jaxrl.run import runner
 
 
 def _train(name):

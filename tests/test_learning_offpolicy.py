@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from jaxrl import configs, runner
-from jaxrl.agent import lookup
+from jaxrl import configs
+from jaxrl.engine.contract import lookup
+from jaxrl.run import runner
 
 PRESETS = ["sac-dmc-cpu", "fastdsac-dmc-cpu", "warpsac-a-cpu", "warpsac-l"]
 

@@ -7,8 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import configs, loop, runner
+from jaxrl import configs
 from jaxrl.agents import PPOConfig
+from jaxrl.engine import loop
+from jaxrl.run import runner
 
 PRESET = configs.get("ppo-toy-cpu")
 CFG = dataclasses.replace(PRESET.train, total_env_steps=3 * 64 * 16, num_chunks=3,
@@ -69,7 +71,7 @@ def test_hp_grid_in_one_program(built):
     hps["learning_rate"] = jnp.array([0.0, 1e-3, 3e-3])
     keys = jnp.stack([jax.random.PRNGKey(0)] * 3)
     out, metrics = loop.train_fused(agent, env, spec, CFG, keys, hps)
-    init_params = jax.jit(jax.vmap(lambda k, h: agent.init(jax.random.split(k, 3)[0], spec, h))
+    init_params = jax.jit(jax.vmap(lambda k, h: agent.init(jax.random.split(k, 3)[0], h))
                           )(keys, hps).params
     w0 = _leaves(init_params)[0]
     w = _leaves(out.agent_state.params)[0]

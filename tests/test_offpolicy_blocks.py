@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import exploration, replay, returns, reward_norm
-from jaxrl.types import Transition
+from jaxrl.engine.types import Transition
+from jaxrl.learning import exploration, replay, returns, reward_scaling
 
 # --- C51 projection ----------------------------------------------------------------------------
 
@@ -159,18 +159,18 @@ def test_reward_norm_hand_checked_and_resets_on_truncation():
     r = jnp.array([[1.0], [2.0], [3.0], [4.0]])
     z = jnp.zeros_like(r)
     flag = z.at[1, 0].set(1.0)
-    assert float(reward_norm.scale(reward_norm.init(1))) == 1.0  # before any data
+    assert float(reward_scaling.scale(reward_scaling.init(1))) == 1.0  # before any data
     # G = [1, 2.5, 3, 5.5]: mean 3, var 10.5 / 4 = 2.625, G_max / 5 = 1.1.
-    trunc = reward_norm.update(reward_norm.init(1), r, z, flag, 0.5)
-    np.testing.assert_allclose(reward_norm.scale(trunc), np.sqrt(2.625 + 1e-8), rtol=1e-6)
+    trunc = reward_scaling.update(reward_scaling.init(1), r, z, flag, 0.5)
+    np.testing.assert_allclose(reward_scaling.scale(trunc), np.sqrt(2.625 + 1e-8), rtol=1e-6)
     np.testing.assert_allclose([trunc.mean, trunc.g_max, trunc.ret[0]], [3.0, 5.5, 5.5])
-    term = reward_norm.update(reward_norm.init(1), r, flag, z, 0.5)
-    np.testing.assert_array_equal(reward_norm.scale(term), reward_norm.scale(trunc))
-    plain = reward_norm.update(reward_norm.init(1), r, z, z, 0.5)  # G = [1, 2.5, 4.25, 6.125]
+    term = reward_scaling.update(reward_scaling.init(1), r, flag, z, 0.5)
+    np.testing.assert_array_equal(reward_scaling.scale(term), reward_scaling.scale(trunc))
+    plain = reward_scaling.update(reward_scaling.init(1), r, z, z, 0.5)  # G = [1, 2.5, 4.25, 6.125]
     np.testing.assert_allclose(plain.mean, 13.875 / 4, rtol=1e-6)
     # G_max dominates a single big return: var 0, 10 / 5 = 2.
-    one = reward_norm.update(reward_norm.init(1), jnp.array([[10.0]]), z[:1], z[:1], 0.9)
-    np.testing.assert_allclose(reward_norm.scale(one), 2.0, rtol=1e-6)
+    one = reward_scaling.update(reward_scaling.init(1), jnp.array([[10.0]]), z[:1], z[:1], 0.9)
+    np.testing.assert_allclose(reward_scaling.scale(one), 2.0, rtol=1e-6)
 
 
 def test_reward_norm_matches_numpy_and_is_chunking_invariant():
@@ -180,19 +180,20 @@ def test_reward_norm_matches_numpy_and_is_chunking_invariant():
     term = (rng.random((t, n)) < 0.05).astype(np.float32)
     trunc = (rng.random((t, n)) < 0.05).astype(np.float32)
     g, ret = _np_returns(r.astype(np.float64), np.maximum(term, trunc), gamma)
-    whole = jax.jit(reward_norm.update)(reward_norm.init(n), r, term, trunc, gamma)
+    whole = jax.jit(reward_scaling.update)(reward_scaling.init(n), r, term, trunc, gamma)
     np.testing.assert_allclose(whole.ret, ret, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(whole.mean, g.mean(), rtol=1e-5)
     np.testing.assert_allclose(whole.m2 / (t * n), g.var(), rtol=1e-5)
     np.testing.assert_allclose(whole.g_max, np.abs(g).max(), rtol=1e-6)
     assert int(whole.count_lo) == t * n and int(whole.count_hi) == 0
     want = max(np.sqrt(g.var() + 1e-8), np.abs(g).max() / 5)
-    np.testing.assert_allclose(reward_norm.scale(whole), want, rtol=1e-5)
-    chunked = reward_norm.init(n)
+    np.testing.assert_allclose(reward_scaling.scale(whole), want, rtol=1e-5)
+    chunked = reward_scaling.init(n)
     for a, b in [(0, 7), (7, 20), (20, 21), (21, 60)]:
-        chunked = reward_norm.update(chunked, r[a:b], term[a:b], trunc[a:b], gamma)
+        chunked = reward_scaling.update(chunked, r[a:b], term[a:b], trunc[a:b], gamma)
     np.testing.assert_allclose(chunked.ret, whole.ret, rtol=1e-6)
-    np.testing.assert_allclose(reward_norm.scale(chunked), reward_norm.scale(whole), rtol=1e-5)
+    np.testing.assert_allclose(reward_scaling.scale(chunked), reward_scaling.scale(whole),
+                               rtol=1e-5)
 
 
 def test_reward_norm_scale_depends_on_write_stream_not_sampling_order():
@@ -213,12 +214,12 @@ def test_reward_norm_scale_depends_on_write_stream_not_sampling_order():
 
     def run(sample_seed):
         buf = replay.init(jax.tree.map(lambda x: x[0], stream[0]), 64)
-        norm, scales, batches = reward_norm.init(n), [], []
+        norm, scales, batches = reward_scaling.init(n), [], []
         for i, tr in enumerate(stream):
             buf = replay.add(buf, tr)
-            norm = reward_norm.update(norm, tr.reward, tr.terminated, tr.truncated, 0.99)
+            norm = reward_scaling.update(norm, tr.reward, tr.terminated, tr.truncated, 0.99)
             batch = replay.sample(buf, jax.random.PRNGKey(100 * sample_seed + i), 16)
-            scales.append(float(reward_norm.scale(norm)))
+            scales.append(float(reward_scaling.scale(norm)))
             batches.append(np.asarray(batch.reward) / scales[-1])
         return scales, batches
 
@@ -232,11 +233,11 @@ def test_reward_norm_merges_over_a_mapped_axis():
     r = jnp.asarray(rng.normal(size=(10, 6)), jnp.float32)
     d = jnp.asarray(rng.random((10, 6)) < 0.2, jnp.float32)
     z = jnp.zeros_like(r)
-    full = reward_norm.update(reward_norm.init(6), r, d, z, 0.9)
+    full = reward_scaling.update(reward_scaling.init(6), r, d, z, 0.9)
     split = lambda x: x.reshape(10, 2, 3).transpose(1, 0, 2)  # noqa: E731  [shard, T, 3]
     shards = jax.vmap(
-        lambda rr, dd, zz: reward_norm.update(
-            reward_norm.init(3), rr, dd, zz, 0.9, axis_name="env"
+        lambda rr, dd, zz: reward_scaling.update(
+            reward_scaling.init(3), rr, dd, zz, 0.9, axis_name="env"
         ),
         axis_name="env",
     )(split(r), split(d), split(z))
@@ -251,7 +252,7 @@ def test_reward_norm_merges_over_a_mapped_axis():
 def test_reward_norm_traced_gamma_under_vmap(gamma):
     r = jnp.ones((5, 2))
     z = jnp.zeros_like(r)
-    states = jax.vmap(lambda g: reward_norm.update(reward_norm.init(2), r, z, z, g))(
+    states = jax.vmap(lambda g: reward_scaling.update(reward_scaling.init(2), r, z, z, g))(
         jnp.array([gamma, 0.5])
     )
     want = np.cumsum(gamma ** np.arange(5))  # G_t for a constant reward of 1

@@ -8,7 +8,8 @@ import sys
 SCRIPT = r"""
 import dataclasses, json, sys
 import jax, numpy as np
-from jaxrl import configs, runner
+from jaxrl import configs
+from jaxrl.run import runner
 from jaxrl.agents import PPOConfig
 p = configs.get("ppo-toy-cpu")
 cfg = dataclasses.replace(p.train, total_env_steps=2 * 64 * 16, num_chunks=2, num_seeds=4,

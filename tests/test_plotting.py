@@ -14,10 +14,10 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl import cli, plotting, runner
 from jaxrl.agents import PPOConfig
-from jaxrl.logging import Logger
-from jaxrl.loop import TrainConfig
+from jaxrl.engine.loop import TrainConfig
+from jaxrl.run import cli, plotting, runner
+from jaxrl.run.logging import Logger
 
 STEPS = [1000, 2000, 3000, 4000]
 
@@ -98,7 +98,7 @@ def test_cli_plot(runs, tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def gl_backend():
-    from jaxrl import render
+    from jaxrl.deploy import render
 
     try:
         return render.setup_gl()
@@ -110,13 +110,13 @@ def gl_backend():
 def test_render_playground_video(gl_backend, tmp_path):
     import imageio.v3 as iio
 
-    from jaxrl import render
+    from jaxrl.deploy import render
 
     cfg = TrainConfig(num_envs=2, unroll_length=2, total_env_steps=4, num_chunks=1,
                       num_eval_envs=0)
     agent_cfg = PPOConfig(policy_hidden=(8,), value_hidden=(8,), num_minibatches=1)
     agent, env, spec = runner.build("ppo", "CartpoleBalance", cfg, agent_cfg)
-    state = agent.init(jax.random.PRNGKey(0), spec, agent.default_hp())
+    state = agent.init(jax.random.PRNGKey(0), agent.default_hp())
     mp4, gif = str(tmp_path / "v.mp4"), str(tmp_path / "v.gif")
     res = render.render_policy(agent, state, env, spec, cfg, mp4, num_steps=40)
     # 100 Hz control, shown at <= 50 fps: every second state, real time
@@ -135,7 +135,7 @@ def test_render_playground_video(gl_backend, tmp_path):
 
 
 def test_render_errors(gl_backend, tmp_path, capsys):
-    from jaxrl import render
+    from jaxrl.deploy import render
     from jaxrl.envs import toy
 
     with pytest.raises(render.RenderError, match="no MuJoCo model"):

@@ -7,10 +7,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import configs, loop, rollout, runner
+from jaxrl import configs
 from jaxrl.agents import PPOConfig
 from jaxrl.agents.ppo import _minibatches
-from jaxrl.types import Transition
+from jaxrl.engine import loop, rollout
+from jaxrl.engine.types import Transition
+from jaxrl.run import runner
 
 PRESET = configs.get("ppo-toy-cpu")
 
@@ -30,11 +32,11 @@ def test_first_minibatch_ratio_is_one_with_normalize_after_sgd():
     agent, r, traj = _setup(normalize_after_sgd=True)
     state = r.agent_state
     # Make the normalizer non-trivial first, then collect with it: ratio must be exactly 1.
-    from jaxrl import normalize
+    from jaxrl.learning import running_stats
 
-    state = state.replace(norm=normalize.update(state.norm, traj.obs))
+    state = state.replace(norm=running_stats.update(state.norm, traj.obs))
     loc, scale = agent.policy_params(state, traj.obs)
-    from jaxrl import distributions as dist
+    from jaxrl.learning import distributions as dist
 
     u = traj.extras["raw_action"]
     old = dist.log_prob(u, loc, scale)

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.returns import gae, gae_brax
+from jaxrl.learning.returns import gae, gae_brax
 
 R = jnp.array([1.0, 2.0, 3.0])
 V = jnp.array([1.0, 2.0, 3.0])

@@ -9,9 +9,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import configs, distributions, loop, networks, replay, runner
-from jaxrl.agent import lookup
+from jaxrl import configs
 from jaxrl.agents.fastdsac import clip_sample_target, dsac_t_loss, update_wbar
+from jaxrl.engine import loop
+from jaxrl.engine.contract import lookup
+from jaxrl.learning import distributions, networks, replay
+from jaxrl.run import runner
 
 
 @pytest.mark.parametrize("b, dq, dsigma", [(0.0, -0.5, -0.625), (0.1, -0.536585, -0.679012)])

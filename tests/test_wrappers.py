@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import wrappers
+from jaxrl.engine import wrappers
 from jaxrl.envs import make, toy
 
 

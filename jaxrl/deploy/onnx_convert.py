@@ -231,8 +231,8 @@ def _convert(g: _Graph, eqn, ins: list, needed: list[bool]) -> list:
     handler = _HANDLERS.get(name)
     if handler is None:
         raise UnsupportedPrimitiveError(
-            f"JAX primitive {name!r} has no ONNX mapping in jaxrl.onnx_convert (it depends on "
-            "the observation, so it cannot be constant-folded). Add a handler to _HANDLERS.")
+            f"JAX primitive {name!r} has no ONNX mapping in jaxrl.deploy.onnx_convert (it depends "
+            "on the observation, so it cannot be constant-folded). Add a handler to _HANDLERS.")
     return handler(g, eqn, ins)
 
 

@@ -51,7 +51,7 @@ def flatten_obs(obs, keys: Sequence[str] | None = None) -> jax.Array:
     return jnp.concatenate([obs[k].reshape(obs[k].shape[:-1] + (-1,)) for k in names], axis=-1)
 
 
-# --- FlashSAC-style normalized networks (specs/sac_family.md Sec. 5) -------------------------
+# --- FlashSAC-style normalized networks ------------------------------------------------------
 # Sources: Kim et al., "FlashSAC" (arXiv 2604.04539), `leeyngdo/FlashSAC`
 # `flash_rl/agents/flashSAC/{layer,network}.py`; SimbaV2 (arXiv 2502.15280) for the weight
 # projection. Kernels are flax `(in, out)`, so a unit's incoming weights are normalized over the
@@ -142,21 +142,21 @@ def project_weights(variables):
 
 
 class Torso(nn.Module):
-    """Shared feature extractor of the off-policy agents: an MLP (`norm=False`, every layer
-    activated) or a `NormalizedEncoder` (`norm=True`, width `hidden[0]`)."""
+    """Shared feature extractor of the off-policy agents: an MLP (every layer activated) or,
+    with `normalized`, a `NormalizedEncoder` of width `hidden[0]`."""
 
     hidden: Sequence[int]
     activation: str = "relu"
-    norm: bool = False
+    normalized: bool = False
     num_blocks: int = 2
     layer_norm: bool = False
-    norm_bias: bool = False
+    normalized_bias: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
-        if self.norm:
+        if self.normalized:
             return NormalizedEncoder(self.hidden[0], self.num_blocks,
-                                     use_bias=self.norm_bias)(x, train)
+                                     use_bias=self.normalized_bias)(x, train)
         act = ACTIVATIONS[self.activation]
         for size in self.hidden:
             x = nn.Dense(size, kernel_init=nn.initializers.lecun_uniform())(x)
@@ -175,17 +175,18 @@ class QHead(nn.Module):
     kind: str = "scalar"
     num_atoms: int = 101
     activation: str = "relu"
-    norm: bool = False
+    normalized: bool = False
     num_blocks: int = 2
     layer_norm: bool = False
-    norm_bias: bool = False
+    normalized_bias: bool = False
 
     @nn.compact
     def __call__(self, obs, action, train: bool = False):
-        x = Torso(self.hidden, self.activation, self.norm, self.num_blocks, self.layer_norm,
-                  self.norm_bias)(jnp.concatenate([obs, action], axis=-1), train)
+        x = Torso(self.hidden, self.activation, self.normalized, self.num_blocks,
+                  self.layer_norm, self.normalized_bias)(jnp.concatenate([obs, action], axis=-1),
+                                                         train)
         if self.kind == "categorical":
-            return (UnitDense(self.num_atoms, use_bias=True)(x) if self.norm
+            return (UnitDense(self.num_atoms, use_bias=True)(x) if self.normalized
                     else nn.Dense(self.num_atoms)(x))
         if self.kind == "gaussian":
             mean = nn.Dense(1)(x)
@@ -196,6 +197,61 @@ class QHead(nn.Module):
 
 def ensemble(module_cls: type[nn.Module], num: int) -> type[nn.Module]:
     """`num` independent copies of `module_cls` (params and batch stats stacked on axis 0;
-    outputs `[num, ...]`), as one vmapped module (spec Sec. 1.8: per-head BN)."""
+    outputs `[num, ...]`), as one vmapped module: each head keeps its own BatchNorm
+    statistics."""
     return nn.vmap(module_cls, variable_axes={"params": 0, "batch_stats": 0},
                    split_rngs={"params": True}, in_axes=None, out_axes=0, axis_size=num)
+
+
+class GaussianActor(nn.Module):
+    """`obs -> (mu, log_std)`, `[..., A]` each; log-std squashed into `[log_std_min,
+    log_std_max]` by `lo + (hi - lo) (tanh(raw) + 1) / 2` (as brax SAC / JaxGCRL). With
+    `normalized` the torso is FlashSAC's encoder and the heads start near zero."""
+
+    hidden: tuple[int, ...]
+    action_size: int
+    activation: str = "relu"
+    normalized: bool = False
+    num_blocks: int = 2
+    layer_norm: bool = False
+    log_std_min: float = -5.0
+    log_std_max: float = 2.0
+    normalized_bias: bool = False
+
+    @nn.compact
+    def __call__(self, obs, train: bool = False):
+        x = Torso(self.hidden, self.activation, self.normalized, self.num_blocks,
+                  self.layer_norm, self.normalized_bias)(obs, train)
+        mu_init = (nn.initializers.normal(1e-3) if self.normalized
+                   else nn.initializers.lecun_uniform())
+        mu = nn.Dense(self.action_size, kernel_init=mu_init)(x)
+        raw = nn.Dense(self.action_size, kernel_init=nn.initializers.zeros if self.normalized
+                       else nn.initializers.lecun_uniform())(x)
+        lo, hi = self.log_std_min, self.log_std_max
+        return mu, lo + 0.5 * (hi - lo) * (jnp.tanh(raw) + 1.0)
+
+
+class Encoder(nn.Module):
+    """MLP `[..., in] -> [..., repr_dim]` with optional LayerNorm and residual skips, the
+    contrastive encoders of JaxGCRL (`jaxgcrl/agents/crl/networks.py`; kernels
+    `variance_scaling(1/3, fan_in, uniform)`)."""
+
+    hidden: tuple[int, ...]
+    repr_dim: int
+    activation: str = "silu"
+    layer_norm: bool = False
+    skip_connections: int = 0
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        init = nn.initializers.variance_scaling(1 / 3, "fan_in", "uniform")
+        act = ACTIVATIONS[self.activation]
+        skip = None
+        for i, width in enumerate(self.hidden):
+            x = nn.Dense(width, kernel_init=init)(x)
+            x = act(nn.LayerNorm()(x) if self.layer_norm else x)
+            if self.skip_connections and i % self.skip_connections == 0:
+                if skip is not None and skip.shape == x.shape:
+                    x = x + skip
+                skip = x
+        return nn.Dense(self.repr_dim, kernel_init=init)(x)

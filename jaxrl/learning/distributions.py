@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from flax import struct
 
 _LOG_2PI = jnp.log(2.0 * jnp.pi)
 
@@ -125,3 +126,79 @@ def centred_tanh_log_prob(u, loc, scale, radius) -> jax.Array:
     """`log N(u) - log |da'/du|` summed over the last axis (overflow-safe log-det)."""
     log_det = tanh_log_det(u - loc) + jnp.log(radius)
     return gaussian_log_prob(u, loc, scale) - jnp.sum(log_det, axis=-1)
+
+
+# --- Distribution objects: what actor heads return --------------------------------------------
+# An actor head returns one of these; agents only call `sample_and_log_prob`, `log_prob`,
+# `from_noise`, `mode`, `entropy` and `metrics`, so any policy class (Gaussian or not, e.g. a
+# flow policy) plugs into the same update. They are pytrees: `jax.tree.map` slices a batch.
+
+
+@struct.dataclass
+class TanhGaussian:
+    """`a = tanh(u)`, `u ~ N(loc, scale^2)` per dimension (Brax `NormalTanhDistribution`;
+    SAC, Haarnoja et al. 2018, arXiv 1812.05905, Appendix C). Shapes `[..., A]`, float32."""
+
+    loc: jax.Array
+    scale: jax.Array
+
+    def sample_and_log_prob(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Reparameterized `(a [..., A] in (-1, 1), log pi(a) [...])`."""
+        u = sample(key, self.loc, self.scale)
+        return jnp.tanh(u), log_prob(u, self.loc, self.scale)
+
+    def sample_raw(self, key: jax.Array) -> jax.Array:
+        """Pre-tanh sample `u` (PPO stores it to recompute log-probs exactly)."""
+        return sample(key, self.loc, self.scale)
+
+    def log_prob_raw(self, u: jax.Array) -> jax.Array:
+        """`log pi(tanh(u))` from the pre-tanh sample `u`, `[...]`."""
+        return log_prob(u, self.loc, self.scale)
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        """`log pi(a)` from a post-tanh action (clipped just inside (-1, 1))."""
+        return log_prob_from_action(action, self.loc, self.scale)
+
+    def from_noise(self, eps: jax.Array, noise_scale: jax.Array | None = None) -> jax.Array:
+        """Action from standard-normal noise: `tanh(loc + (scale * noise_scale) eps)`."""
+        scale = self.scale if noise_scale is None else self.scale * noise_scale
+        return jnp.tanh(self.loc + scale * eps)
+
+    def mode(self) -> jax.Array:
+        return jnp.tanh(self.loc)
+
+    def entropy(self, key: jax.Array) -> jax.Array:
+        """One-sample entropy estimate `[...]` (as Brax)."""
+        return entropy(key, self.loc, self.scale)
+
+    def metrics(self) -> dict[str, jax.Array]:
+        return {"train/policy_std": self.scale.mean()}
+
+
+@struct.dataclass
+class Gaussian:
+    """Unsquashed `a ~ N(loc, scale^2)` per dimension (FastDSAC's actor; the env clips to the
+    action box). Shapes `[..., A]`, float32."""
+
+    loc: jax.Array
+    scale: jax.Array
+
+    def sample_and_log_prob(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        a = sample(key, self.loc, self.scale)
+        return a, gaussian_log_prob(a, self.loc, self.scale)
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        return gaussian_log_prob(action, self.loc, self.scale)
+
+    def from_noise(self, eps: jax.Array, noise_scale: jax.Array | None = None) -> jax.Array:
+        scale = self.scale if noise_scale is None else self.scale * noise_scale
+        return self.loc + scale * eps
+
+    def mode(self) -> jax.Array:
+        return self.loc
+
+    def entropy(self, key: jax.Array | None = None) -> jax.Array:
+        return jnp.sum(0.5 + 0.5 * _LOG_2PI + jnp.log(self.scale), axis=-1)
+
+    def metrics(self) -> dict[str, jax.Array]:
+        return {"train/policy_std": self.scale.mean()}

@@ -15,9 +15,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl import rollout as rollout_lib
-from jaxrl import wrappers
-from jaxrl.types import State, Transition
+from jaxrl.engine import rollout as rollout_lib
+from jaxrl.engine import wrappers
+from jaxrl.engine.types import State, Transition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +85,7 @@ class TrainConfig:
 
 
 @struct.dataclass(kw_only=True)
-class Runner:
+class RunState:
     """Everything a run carries between chunks (one seed; vmapped for several)."""
 
     agent_state: object
@@ -93,7 +93,7 @@ class Runner:
     key: jax.Array
     iteration: jax.Array
     explore: object = ()
-    """Exploration state carried across env steps (agents with `init_explore`/`explore`)."""
+    """Exploration state carried across env steps (agents that declare `explores`)."""
 
 
 def make_env(base_env, cfg: TrainConfig):
@@ -103,22 +103,22 @@ def make_env(base_env, cfg: TrainConfig):
 
 
 def make_train(agent, base_env, spec, cfg: TrainConfig):
-    """Returns `init(key, hp) -> Runner` and `chunk(Runner) -> (Runner, metrics)` (pure)."""
+    """Returns `init(key, hp) -> RunState` and `chunk(RunState) -> (RunState, metrics)` (pure)."""
     env = make_env(base_env, cfg)
 
     def init(key, hp):
         key_agent, key_env, key_run = jax.random.split(key, 3)
-        agent_state = agent.init(key_agent, spec, hp)
+        agent_state = agent.init(key_agent, hp)
         explore = (agent.init_explore(jax.random.fold_in(key_agent, 1), cfg.num_envs)
-                   if hasattr(agent, "init_explore") else ())
-        return Runner(agent_state=agent_state, env_state=env.reset(key_env), key=key_run,
-                      iteration=jnp.zeros((), jnp.int32), explore=explore)
+                   if agent.explores else ())
+        return RunState(agent_state=agent_state, env_state=env.reset(key_env), key=key_run,
+                        iteration=jnp.zeros((), jnp.int32), explore=explore)
 
-    def iteration(runner: Runner, _):
+    def iteration(runner: RunState, _):
         key, key_roll, key_update = jax.random.split(runner.key, 3)
 
         def policy(obs, k, carry, done):
-            if hasattr(agent, "explore"):
+            if agent.explores:
                 return agent.explore(runner.agent_state, obs, k, carry, done)
             return (*agent.act(runner.agent_state, obs, k, False), carry)
 
@@ -131,11 +131,11 @@ def make_train(agent, base_env, spec, cfg: TrainConfig):
         traj = _merge_unrolls(traj)
         agent_state, metrics = agent.update(runner.agent_state, traj, key_update)
         metrics = dict(metrics, **_episode_sums(traj))
-        runner = Runner(agent_state=agent_state, env_state=env_state, key=key,
+        runner = RunState(agent_state=agent_state, env_state=env_state, key=key,
                         iteration=runner.iteration + 1, explore=explore)
         return runner, metrics
 
-    def chunk(runner: Runner):
+    def chunk(runner: RunState):
         runner, metrics = jax.lax.scan(iteration, runner, None, cfg.iterations_per_chunk)
         return runner, _summarize(metrics)
 
@@ -153,18 +153,28 @@ def _merge_unrolls(traj: Transition) -> Transition:
 
 
 def _episode_sums(traj: Transition) -> dict:
+    """Totals over the episodes that ended in `traj`: `episode/count`, and `episode/<x>_sum`
+    for the return, the length and each env metric's per-episode sum (`rollout` extras
+    `final_episode_metrics/<name>`), summed over those episodes."""
     done = traj.extras["done"]
     out = {"episode/count": done.sum(),
            "episode/return_sum": (traj.extras["final_episode_return"] * done).sum(),
            "episode/length_sum": (traj.extras["final_episode_length"] * done).sum()}
+    prefix = "final_episode_metrics/"
     for k, v in traj.extras.items():
-        if k.startswith("env/"):
-            out[f"episode/{k[4:]}_sum"] = (v * done).sum()
+        if k.startswith(prefix):
+            out[f"episode/{k[len(prefix):]}_sum"] = (v * done).sum()
     return out
 
 
 def _summarize(metrics: dict) -> dict:
-    """Per-iteration metrics `[I]` -> chunk scalars; episode stats over completed episodes."""
+    """Per-iteration metrics `[I]` -> chunk scalars.
+
+    `episode/count` is the number of episodes completed in the chunk; each `episode/<x>_sum`
+    becomes `episode/<x>`, the mean over those episodes (NaN when none completed). `buffer/`
+    metrics count a growing quantity (replay transitions stored), so they keep the value after
+    the chunk's last iteration; every other metric is the mean over the chunk's iterations.
+    """
     count = metrics["episode/count"].sum()
     out = {"episode/count": count}
     for k, v in metrics.items():
@@ -172,6 +182,8 @@ def _summarize(metrics: dict) -> dict:
             # NaN, not 0, when no episode finished in this chunk.
             out[k[: -len("_sum")]] = jnp.where(count > 0, v.sum() / jnp.maximum(count, 1.0),
                                                jnp.nan)
+        elif k.startswith("buffer/"):
+            out[k] = v[-1]
         elif not k.startswith("episode/"):
             out[k] = v.mean()
     return out
@@ -185,7 +197,7 @@ def train_fused(agent, base_env, spec, cfg: TrainConfig, keys: jax.Array, hps: d
         hps: dict of `[S]` float32 arrays (one value per member).
 
     Returns:
-        (final Runner with leading axis S, metrics dict of `[S, num_chunks]`).
+        (final RunState with leading axis S, metrics dict of `[S, num_chunks]`).
     """
     init, chunk = make_train(agent, base_env, spec, cfg)
 

@@ -17,7 +17,7 @@ _TWO32 = 4294967296.0
 
 
 @struct.dataclass(kw_only=True)
-class NormState:
+class RunningStats:
     """count_lo/count_hi: uint32 words of the sample count; mean, m2 (sum of squared
     deviations): float32 pytrees shaped like one observation."""
 
@@ -27,30 +27,30 @@ class NormState:
     m2: object
 
 
-def init(obs_example) -> NormState:
+def init(obs_example) -> RunningStats:
     """Zero statistics for observations shaped like `obs_example` (one observation, no batch)."""
     zeros = jax.tree.map(lambda x: jnp.zeros(jnp.shape(x), jnp.float32), obs_example)
     z = jnp.zeros((), jnp.uint32)
-    return NormState(count_lo=z, count_hi=z, mean=zeros, m2=zeros)
+    return RunningStats(count_lo=z, count_hi=z, mean=zeros, m2=zeros)
 
 
-def count(state: NormState) -> jax.Array:
+def count(state: RunningStats) -> jax.Array:
     """Sample count as float32 (approximate past 2^24; use `exact_count` for the exact value)."""
     return state.count_hi.astype(jnp.float32) * _TWO32 + state.count_lo.astype(jnp.float32)
 
 
-def exact_count(state: NormState) -> int:
+def exact_count(state: RunningStats) -> int:
     """Exact sample count as a Python int (host side)."""
     return int(state.count_hi) * (1 << 32) + int(state.count_lo)
 
 
-def _add_count(state: NormState, n_lo, n_hi) -> tuple[jax.Array, jax.Array]:
+def _add_count(state: RunningStats, n_lo, n_hi) -> tuple[jax.Array, jax.Array]:
     lo = state.count_lo + n_lo
     carry = (lo < state.count_lo).astype(jnp.uint32)
     return lo, state.count_hi + n_hi + carry
 
 
-def merge(a: NormState, b: NormState) -> NormState:
+def merge(a: RunningStats, b: RunningStats) -> RunningStats:
     """Statistics of the union of the samples behind `a` and `b` (Chan et al. 1979)."""
     na, nb = count(a), count(b)
     n = jnp.maximum(na + nb, 1.0)
@@ -65,10 +65,10 @@ def merge(a: NormState, b: NormState) -> NormState:
     mean = jax.tree.map(mean_fn, a.mean, b.mean)
     m2 = jax.tree.map(m2_fn, a.mean, b.mean, a.m2, b.m2)
     lo, hi = _add_count(a, b.count_lo, b.count_hi)
-    return NormState(count_lo=lo, count_hi=hi, mean=mean, m2=m2)
+    return RunningStats(count_lo=lo, count_hi=hi, mean=mean, m2=m2)
 
 
-def update(state: NormState, batch, axis_name: str | None = None) -> NormState:
+def update(state: RunningStats, batch, axis_name: str | None = None) -> RunningStats:
     """Adds a batch of observations (leading axes are batch axes, e.g. `[T, N, obs_dim]`).
 
     With `axis_name`, counts and moments are summed over that mapped axis (devices or shards)
@@ -91,17 +91,17 @@ def update(state: NormState, batch, axis_name: str | None = None) -> NormState:
     if axis_name is not None:
         bm2 = jax.lax.psum(bm2, axis_name)
     n_int = n.astype(jnp.uint32)
-    other = NormState(count_lo=n_int, count_hi=jnp.zeros((), jnp.uint32), mean=bmean, m2=bm2)
+    other = RunningStats(count_lo=n_int, count_hi=jnp.zeros((), jnp.uint32), mean=bmean, m2=bm2)
     return merge(state, other)
 
 
-def std(state: NormState, std_eps: float = 0.0, std_min: float = 1e-6, std_max: float = 1e6):
+def std(state: RunningStats, std_eps: float = 0.0, std_min: float = 1e-6, std_max: float = 1e6):
     """`clip(sqrt(var + std_eps), std_min, std_max)` per leaf, population variance."""
     n = jnp.maximum(count(state), 1.0)
     return jax.tree.map(lambda s: jnp.clip(jnp.sqrt(s / n + std_eps), std_min, std_max), state.m2)
 
 
-def normalize(state: NormState, obs, std_eps: float = 0.0):
+def normalize(state: RunningStats, obs, std_eps: float = 0.0):
     """`(obs - mean) / std`; identity while the count is zero (first rollout is never divided
     by ~0)."""
     sd = std(state, std_eps)

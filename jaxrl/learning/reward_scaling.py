@@ -3,7 +3,7 @@
 Per env a running discounted return `G <- gamma (1 - done_prev) G + r` is kept, with
 `done = terminated or truncated` of the previous step (a new episode starts from 0). The
 statistics of every `G_t` (Welford mean / variance with 64-bit-safe counts, as in
-`jaxrl.normalize`, and `G_max = max |G_t|`) give the scale
+`jaxrl.learning.running_stats`, and `G_max = max |G_t|`) give the scale
 `max(sqrt(var(G) + eps), G_max / v_max_ratio)`; agents divide rewards by it, so returns fit the
 fixed categorical support (`[-5, 5]` with `v_max_ratio = 5`).
 
@@ -18,11 +18,11 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl import normalize
+from jaxrl.learning import running_stats
 
 
 @struct.dataclass
-class RewardNormState:
+class RewardScaleState:
     """Running return statistics. N = number of envs.
 
     Attributes:
@@ -42,11 +42,11 @@ class RewardNormState:
     g_max: jax.Array
 
 
-def init(num_envs: int) -> RewardNormState:
+def init(num_envs: int) -> RewardScaleState:
     """Empty statistics and zero returns for `num_envs` envs."""
     zero = jnp.zeros((), jnp.float32)
     z = jnp.zeros((), jnp.uint32)
-    return RewardNormState(
+    return RewardScaleState(
         ret=jnp.zeros((num_envs,), jnp.float32),
         mean=zero,
         m2=zero,
@@ -56,26 +56,26 @@ def init(num_envs: int) -> RewardNormState:
     )
 
 
-def count(state: RewardNormState) -> jax.Array:
+def count(state: RewardScaleState) -> jax.Array:
     """Number of returns seen, float32 (approximate past 2^24)."""
-    return normalize.count(_as_norm(state))
+    return running_stats.count(_as_stats(state))
 
 
-def _as_norm(state: RewardNormState) -> normalize.NormState:
-    return normalize.NormState(
+def _as_stats(state: RewardScaleState) -> running_stats.RunningStats:
+    return running_stats.RunningStats(
         count_lo=state.count_lo, count_hi=state.count_hi, mean=state.mean, m2=state.m2
     )
 
 
 def update(
-    state: RewardNormState,
+    state: RewardScaleState,
     reward: jax.Array,
     terminated: jax.Array,
     truncated: jax.Array,
     gamma,
     *,
     axis_name: str | None = None,
-) -> RewardNormState:
+) -> RewardScaleState:
     """Advances every env's return through `T` written steps and adds the `T * N` returns.
 
     Args:
@@ -88,7 +88,7 @@ def update(
             each shard keeps its own `ret`.
 
     Returns:
-        Updated RewardNormState.
+        Updated RewardScaleState.
     """
     gamma = jnp.asarray(gamma, jnp.float32)
     done = jnp.maximum(terminated, truncated).astype(jnp.float32)
@@ -99,11 +99,11 @@ def update(
         return g * (1.0 - d), g
 
     ret, returns = jax.lax.scan(step, state.ret, (reward, done))
-    stats = normalize.update(_as_norm(state), returns.reshape(-1), axis_name)
+    stats = running_stats.update(_as_stats(state), returns.reshape(-1), axis_name)
     g_max = jnp.max(jnp.abs(returns))
     if axis_name is not None:
         g_max = jax.lax.pmax(g_max, axis_name)
-    return RewardNormState(
+    return RewardScaleState(
         ret=ret,
         mean=stats.mean,
         m2=stats.m2,
@@ -113,7 +113,7 @@ def update(
     )
 
 
-def scale(state: RewardNormState, eps: float = 1e-8, v_max_ratio: float = 5.0) -> jax.Array:
+def scale(state: RewardScaleState, eps: float = 1e-8, v_max_ratio: float = 5.0) -> jax.Array:
     """Reward divisor `max(sqrt(var(G) + eps), G_max / v_max_ratio)`, float32 `[]`; 1 before data.
 
     `var(G)` is the population variance of all returns seen.

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from jaxrl.types import State, Transition
+from jaxrl.engine.types import State, Transition
 
 PolicyFn = Callable[[object, jax.Array], tuple[jax.Array, dict]]
 
@@ -27,8 +27,11 @@ def rollout(env, policy: PolicyFn, state: State, key: jax.Array, unroll_length: 
         (final env state, Transition with leaves `[T, N, ...]`). `extras` holds the policy
         extras plus `done`, `final_episode_return`, `final_episode_length`, `traj_id` (int32
         `[T, N]`: the episode counter of the state the action was taken in, i.e. the episode
-        that `obs` and `next_obs` belong to; see `wrappers.AutoReset`) and the env metrics
-        (under `env/<name>`).
+        that `obs` and `next_obs` belong to; see `wrappers.AutoReset`), the env's per-step
+        metrics of the step (under `env/<name>`, the last action-repeat sub-step's), and the
+        per-episode metric sums (under `final_episode_metrics/<name>`: where `done`, the sum
+        of the metric over the episode that just ended, all action-repeat sub-steps included;
+        elsewhere the running sum).
     """
 
     def with_carry(obs, k, carry, done):
@@ -57,7 +60,9 @@ def rollout_carry(env, policy, state: State, carry, key: jax.Array, unroll_lengt
         extras = dict(extras, done=ns.done, traj_id=s.info["traj_id"],
                       final_episode_return=ns.info["final_episode_return"],
                       final_episode_length=ns.info["final_episode_length"],
-                      **{f"env/{k}": v for k, v in ns.metrics.items()})
+                      **{f"env/{k}": v for k, v in ns.metrics.items()},
+                      **{f"final_episode_metrics/{k}": v
+                         for k, v in ns.info["final_episode_metrics"].items()})
         tr = Transition(obs=s.obs, action=action, reward=ns.reward,
                         terminated=ns.info["terminated"], truncated=ns.info["truncated"],
                         next_obs=ns.info["final_obs"], extras=extras)

@@ -26,7 +26,7 @@ import warnings
 import jax
 import numpy as np
 
-from jaxrl import wrappers
+from jaxrl.engine import wrappers
 
 GL_BACKENDS = ("egl", "osmesa")
 GL_HELP = ("install a headless OpenGL backend: EGL (Debian: apt-get install libegl1 "
@@ -253,16 +253,16 @@ def render_policy(agent, agent_state, env, spec, cfg, out: str, num_steps: int |
 
 def render_run(run_dir: str, out: str | None = None, num_steps: int | None = None,
                seed_index: int = 0, chunk: int | None = None, **kwargs) -> RenderResult:
-    """Loads a run (`jaxrl.checkpoint.load_run`) and renders seed `seed_index`'s policy to `out`
+    """Loads a run (`jaxrl.run.checkpoint.load_run`) and renders seed `seed_index`'s policy to `out`
     (default `RUN_DIR/videos/rollout.mp4`); `kwargs` go to `render_policy`.
 
     Raises:
-        jaxrl.checkpoint.CheckpointError: missing run dir or checkpoint.
+        jaxrl.run.checkpoint.CheckpointError: missing run dir or checkpoint.
         ValueError: `seed_index` outside the run's seeds.
         RenderError: see `render_policy`.
     """
     setup_gl()  # before load_run imports mujoco through the env registry
-    from jaxrl import checkpoint
+    from jaxrl.run import checkpoint
 
     run = checkpoint.load_run(run_dir, chunk)
     num_seeds = jax.tree.leaves(run.runner.agent_state)[0].shape[0]

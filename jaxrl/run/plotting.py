@@ -1,6 +1,6 @@
 """Learning curves from run logs: `jaxrl plot RUN_DIR [RUN_DIR ...]`, `plot_runs(...)`.
 
-Reads each run's `metrics.jsonl` (one record per chunk, written by `jaxrl.logging.Logger`) and
+Reads each run's `metrics.jsonl` (one record per chunk, written by `jaxrl.run.logging.Logger`) and
 draws the metric against env steps (left panel) and training wall time (right panel, compile
 excluded), one labeled curve per run: the mean over seeds, with the min-max band over seeds when
 the record holds a per-seed list (`<metric>_per_seed`, e.g. `eval/episode_return_per_seed`).
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jaxrl.logging import read_jsonl
+from jaxrl.run.logging import read_jsonl
 
 DEFAULT_METRIC = "eval/episode_return"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxrl.types import State
+from jaxrl.engine.types import State
 
 
 class Wrapper:
@@ -33,8 +33,14 @@ class Episode(Wrapper):
     Follows brax `EpisodeWrapper`: when the step counter reaches `episode_length` the step is done
     and `truncated = 1 - terminated` (termination on the limit step wins). Single-env API.
 
+    With `action_repeat > 1` one step runs the env up to `action_repeat` times with the same
+    action; the reward and metrics are summed over the sub-steps up to the first that is done
+    (later sub-steps are ignored), and `obs`, `data` and `metrics` are the last sub-step's.
+
     info keys added (float32 scalars unless noted): `steps` (int32), `terminated`, `truncated`,
-    `episode_return` (sum of rewards so far), `episode_length` (env steps so far).
+    `episode_return` (sum of rewards so far), `episode_length` (env steps so far), and
+    `episode_metrics` (dict: for every entry of the env's `state.metrics`, its sum over the
+    episode's env sub-steps so far; zero at reset).
     """
 
     def __init__(self, env, episode_length: int, action_repeat: int = 1):
@@ -48,29 +54,39 @@ class Episode(Wrapper):
         state = self.env.reset(key)
         zero = jnp.zeros((), jnp.float32)
         info = dict(state.info, steps=jnp.zeros((), jnp.int32), terminated=zero, truncated=zero,
-                    episode_return=zero, episode_length=zero)
+                    episode_return=zero, episode_length=zero,
+                    episode_metrics=jax.tree.map(_zeros_f32, dict(state.metrics)))
         return state.replace(done=zero, reward=zero, info=info)
 
     def step(self, state: State, action: jax.Array) -> State:
         def repeat(carry, _):
-            s, total, ended = carry
+            s, total, metrics, ended = carry
             s = self.env.step(s, action)
             total = total + s.reward * (1.0 - ended)
-            return (s, total, jnp.maximum(ended, s.done.astype(jnp.float32))), None
+            metrics = {k: m + jnp.asarray(s.metrics[k], jnp.float32) * (1.0 - ended)
+                       for k, m in metrics.items()}
+            return (s, total, metrics, jnp.maximum(ended, s.done.astype(jnp.float32))), None
 
         zero = jnp.zeros((), jnp.float32)
-        init = (state.replace(done=zero), zero, zero)
+        episode_metrics = state.info["episode_metrics"]
+        init = (state.replace(done=zero), zero, jax.tree.map(_zeros_f32, episode_metrics), zero)
         if self.action_repeat == 1:
-            (nstate, reward, terminated), _ = repeat(init, None)
+            (nstate, reward, metrics, terminated), _ = repeat(init, None)
         else:
-            (nstate, reward, terminated), _ = jax.lax.scan(repeat, init, None, self.action_repeat)
+            (nstate, reward, metrics, terminated), _ = jax.lax.scan(
+                repeat, init, None, self.action_repeat)
         steps = state.info["steps"] + 1
         truncated = jnp.where(steps >= self.episode_length, 1.0 - terminated, 0.0)
         done = jnp.maximum(terminated, truncated)
         info = dict(nstate.info, steps=steps, terminated=terminated, truncated=truncated,
                     episode_return=state.info["episode_return"] + reward,
-                    episode_length=state.info["episode_length"] + 1.0)
+                    episode_length=state.info["episode_length"] + 1.0,
+                    episode_metrics={k: episode_metrics[k] + metrics[k] for k in metrics})
         return nstate.replace(reward=reward, done=done, info=info)
+
+
+def _zeros_f32(x) -> jax.Array:
+    return jnp.zeros(jnp.shape(x), jnp.float32)
 
 
 class Vmap(Wrapper):
@@ -81,8 +97,11 @@ class Vmap(Wrapper):
         self.num_envs = int(num_envs)
 
     def reset(self, key: jax.Array) -> State:
-        """One key for all envs (split into N), or per-env keys of shape `[N, 2]`."""
-        keys = key if key.ndim == 2 else jax.random.split(key, self.num_envs)
+        """One key for all envs (split into N), or per-env keys: typed `[N]` (`jax.random.key`)
+        or raw uint32 `[N, 2]` (`jax.random.PRNGKey`)."""
+        typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+        per_env = key.ndim == (1 if typed else 2)
+        keys = key if per_env else jax.random.split(key, self.num_envs)
         return jax.vmap(self.env.reset)(keys)
 
     def step(self, state: State, action: jax.Array) -> State:
@@ -92,8 +111,8 @@ class Vmap(Wrapper):
 def select_envs(done: jax.Array, on_true, on_false):
     """Per-env `where(done, on_true, on_false)` over two batched pytrees.
 
-    Leaves whose leading dimension is not N (MJX keeps some size-0 leaves unbatched, see
-    pitfalls.md #1) are taken from `on_false` unchanged.
+    Leaves whose leading dimension is not N are taken from `on_false` unchanged: MJX `Data`
+    keeps some size-0 leaves unbatched under `vmap`, so their shapes do not start with N.
     """
     n = done.shape[0]
 
@@ -113,7 +132,9 @@ class AutoReset(Wrapper):
     per-env key (never a cached state). The returned state keeps the step's `reward`, `done`,
     `metrics`, `terminated` and `truncated`, and adds to `info`:
     `final_obs` (the observation before reset, equal to `obs` where not done),
-    `final_episode_return` / `final_episode_length` (stats of the episode that just ended),
+    `final_episode_return` / `final_episode_length` / `final_episode_metrics` (stats of the
+    episode that just ended; `final_episode_metrics` is `Episode`'s `episode_metrics` dict of
+    per-episode metric sums; where not done, these are the running stats of the current episode),
     `reset_key` (per-env PRNG keys, uint32 `[N, 2]`), and `traj_id` (int32 `[N]`, a per-slot
     episode counter: 0 after `reset`, incremented by 1 in the slots that are done in a step, so
     it changes exactly when a new episode starts; goal relabeling masks by it like JaxGCRL's
@@ -126,11 +147,15 @@ class AutoReset(Wrapper):
         n = self.env.num_envs
         info = dict(state.info, final_obs=state.obs, reset_key=jax.random.split(key_reset, n),
                     final_episode_return=jnp.zeros(n), final_episode_length=jnp.zeros(n),
+                    final_episode_metrics=state.info["episode_metrics"],
                     traj_id=jnp.zeros(n, jnp.int32))
         return state.replace(info=info)
 
     def step(self, state: State, action: jax.Array) -> State:
         stepped = self.env.step(state, action)
+        # The consumed reset_key must not go through the select below (typed keys under
+        # jax_debug_key_reuse); it is replaced by keys[:, 1].
+        stepped = stepped.replace(info={k: v for k, v in stepped.info.items() if k != "reset_key"})
         keys = jax.vmap(jax.random.split)(state.info["reset_key"])
         fresh = self.env.reset(keys[:, 0])
         fresh = fresh.replace(info=dict(stepped.info, **{k: fresh.info[k] for k in fresh.info}))
@@ -140,7 +165,8 @@ class AutoReset(Wrapper):
         info = dict(merged.info, terminated=stepped.info["terminated"],
                     truncated=stepped.info["truncated"], final_obs=stepped.obs,
                     final_episode_return=stepped.info["episode_return"],
-                    final_episode_length=stepped.info["episode_length"], reset_key=keys[:, 1],
+                    final_episode_length=stepped.info["episode_length"],
+                    final_episode_metrics=stepped.info["episode_metrics"], reset_key=keys[:, 1],
                     traj_id=state.info["traj_id"] + (stepped.done > 0).astype(jnp.int32))
         return merged.replace(reward=stepped.reward, done=stepped.done, metrics=stepped.metrics,
                               info=info)

@@ -40,8 +40,8 @@ class CommonArgs:
 
 def _args_type():
     """TrainArgs: CommonArgs + `train: TrainConfig` (flags without prefix) + one group per agent."""
-    from jaxrl import agent as agent_lib
-    from jaxrl.loop import TrainConfig
+    from jaxrl.engine import contract as agent_lib
+    from jaxrl.engine.loop import TrainConfig
 
     fields = [("train", Annotated[TrainConfig, tyro.conf.OmitArgPrefixes],
                dataclasses.field(default_factory=TrainConfig))]
@@ -62,8 +62,8 @@ def _preset_name(argv: list[str]) -> str:
 
 def defaults_from_preset(name: str):
     """A TrainArgs instance holding the preset's values (raises on an unknown preset)."""
-    from jaxrl import agent as agent_lib
     from jaxrl import configs
+    from jaxrl.engine import contract as agent_lib
 
     preset = configs.get(name)
     cls = _args_type()
@@ -79,7 +79,7 @@ def resolve(argv: list[str]):
         ValueError: unknown preset/agent/env, or invalid sizes and budgets (before compiling).
         SystemExit: unknown flags or unparsable values (tyro's message).
     """
-    from jaxrl import agent as agent_lib
+    from jaxrl.engine import contract as agent_lib
     from jaxrl.envs import registry
 
     defaults = defaults_from_preset(_preset_name(argv))
@@ -93,7 +93,7 @@ def resolve(argv: list[str]):
 
 
 def _agent_names() -> tuple[str, ...]:
-    from jaxrl import agent as agent_lib
+    from jaxrl.engine import contract as agent_lib
 
     return agent_lib.list_agents()
 
@@ -117,7 +117,7 @@ def resolve_resume(argv: list[str]) -> tuple[str, bool]:
             differs from the saved config (`--agent sac` on a PPO run), before compiling.
         SystemExit: unknown flags (tyro's message).
     """
-    from jaxrl import checkpoint
+    from jaxrl.run import checkpoint
 
     run_dir = _flag_value(argv, "--resume")
     resolved = checkpoint.read_config(run_dir)
@@ -145,8 +145,8 @@ def resolve_resume(argv: list[str]) -> tuple[str, bool]:
 
 def train(argv: list[str]) -> None:
     """`jaxrl train ...` (or `--resume RUN_DIR`): resolve, train, print a one-line summary."""
-    from jaxrl import runner
     from jaxrl.envs import EnvAssetError
+    from jaxrl.run import runner
 
     try:
         if _flag_value(argv, "--resume") is not None:
@@ -192,7 +192,7 @@ def list_cmd(what: Annotated[Literal["envs", "agents", "presets"], tyro.conf.Pos
         for source, names in list_envs().items():
             print(f"{source} ({len(names)}): {', '.join(names)}")
     elif what == "agents":
-        from jaxrl.agent import list_agents
+        from jaxrl.engine.contract import list_agents
 
         print("\n".join(list_agents()))
     else:
@@ -221,8 +221,8 @@ class EvalArgs:
 
 def eval_cmd(argv: list[str]) -> None:
     """`jaxrl eval RUN_DIR`: deterministic-policy return, length and success rate."""
-    from jaxrl import checkpoint, runner
     from jaxrl.envs import EnvAssetError
+    from jaxrl.run import checkpoint, runner
 
     args = tyro.cli(EvalArgs, args=argv, prog="jaxrl eval", description=COMMANDS["eval"])
     try:
@@ -273,7 +273,7 @@ class ExportArgs:
 
 def export_cmd(argv: list[str]) -> None:
     """`jaxrl export RUN_DIR`: deployable policy + JSON sidecar, parity-checked."""
-    from jaxrl import export
+    from jaxrl.deploy import export
     from jaxrl.envs import EnvAssetError
 
     args = tyro.cli(ExportArgs, args=argv, prog="jaxrl export", description=COMMANDS["export"])
@@ -310,7 +310,7 @@ class PlotArgs:
 
 def plot_cmd(argv: list[str]) -> None:
     """`jaxrl plot RUN_DIR...`: learning curves vs env steps and wall time."""
-    from jaxrl import plotting
+    from jaxrl.run import plotting
 
     args = tyro.cli(PlotArgs, args=argv, prog="jaxrl plot", description=COMMANDS["plot"])
     out = args.out or os.path.join(args.run_dirs[0] if len(args.run_dirs) == 1 else ".",

@@ -4,7 +4,7 @@ A run dir holds:
 
 ```
 config.json                  resolved config: agent, env, train, agent_config, hp, spec
-checkpoints/<chunk>/state    the `loop.Runner` (leading seed axis S): agent state (params,
+checkpoints/<chunk>/state    the `loop.RunState` (leading seed axis S): agent state (params,
                              optimizer state, normalizer, hp, target nets, replay buffer),
                              env state, RNG key, iteration counter
 checkpoints/<chunk>/meta     JSON: chunk index, the metrics records so far, resolved config,
@@ -13,9 +13,9 @@ checkpoints/<chunk>/meta     JSON: chunk index, the metrics records so far, reso
 
 Writes are atomic: orbax writes `<chunk>.orbax-checkpoint-tmp` and renames it to `<chunk>` only
 once every file is written (`commit_success.txt` last), so a write killed half-way never becomes
-a step and the previous checkpoint stays the latest. With `checkpoint_replay=False` the agent
-state's `buffer` attribute is left out and re-initialised empty on resume, so such a resume is
-not bit-identical to an uninterrupted run.
+a step and the previous checkpoint stays the latest. With `checkpoint_replay=False` the replay
+buffer of an agent that declares `has_replay` is left out and re-initialised empty on resume,
+so such a resume is not bit-identical to an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -31,12 +31,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl import loop
-from jaxrl.types import EnvSpec
+from jaxrl.engine import contract as agent_lib
+from jaxrl.engine import loop
+from jaxrl.engine.types import EnvSpec
+from jaxrl.run import assemble
 
 CHECKPOINT_DIR = "checkpoints"
 CONFIG_FILE = "config.json"
-REPLAY_FIELD = "buffer"
 FORMAT_VERSION = 2  # 2: leaves packed by `pack` (size-0 MJX leaves left out)
 
 
@@ -49,14 +50,14 @@ class LoadedRun:
     """A run rebuilt from its run dir (see `load_run`).
 
     Attributes:
-        agent: the agent object (`jaxrl.agent.Agent`), built from the saved config.
+        agent: the agent object (`jaxrl.engine.contract.Agent`), built from the saved config.
         env: the single (unbatched) env, `env_name`'s.
         spec: its `EnvSpec`.
         cfg: the run's `TrainConfig`.
         agent_name: registered agent name.
         env_name: the env loaded (the training env unless overridden).
         agent_config: the agent's config dataclass.
-        runner: the restored `loop.Runner`, every leaf with a leading seed axis S.
+        runner: the restored `loop.RunState`, every leaf with a leading seed axis S.
         run_dir: the run dir.
         chunk: the chunk index of the checkpoint loaded (1-based: chunks completed).
     """
@@ -68,7 +69,7 @@ class LoadedRun:
     agent_name: str
     env_name: str
     agent_config: Any
-    runner: loop.Runner
+    runner: loop.RunState
     run_dir: str
     chunk: int
 
@@ -125,10 +126,8 @@ def parse_config(resolved: dict) -> tuple[str, str, loop.TrainConfig, Any, dict 
 
     Raises:
         CheckpointError: a key is missing or a field is unknown (config from another version).
-        jaxrl.agent.UnknownAgentError: the agent is not registered.
+        jaxrl.engine.contract.UnknownAgentError: the agent is not registered.
     """
-    from jaxrl import agent as agent_lib
-
     missing = [k for k in ("agent", "env", "train", "agent_config") if k not in resolved]
     if missing:
         raise CheckpointError(
@@ -202,21 +201,17 @@ def _jsonify(x):
 # --- replay buffer ------------------------------------------------------------------------------
 
 
-def has_replay(runner: loop.Runner) -> bool:
-    """True when the agent state has a `buffer` attribute (off-policy replay)."""
-    return getattr(runner.agent_state, REPLAY_FIELD, None) is not None
+def strip_replay(agent, run: loop.RunState) -> loop.RunState:
+    """`run` with the agent's replay buffer left out (None, no leaves); unchanged for agents that
+    do not declare `has_replay`."""
+    if not agent.has_replay:
+        return run
+    return run.replace(agent_state=agent.with_replay(run.agent_state, None))
 
 
-def strip_replay(runner: loop.Runner) -> loop.Runner:
-    """The runner with `agent_state.buffer` set to None (no leaves); unchanged without one."""
-    if not has_replay(runner):
-        return runner
-    return runner.replace(agent_state=runner.agent_state.replace(**{REPLAY_FIELD: None}))
-
-
-def fill_replay(runner: loop.Runner, buffer) -> loop.Runner:
-    """Puts `buffer` (for example a fresh empty one) back into a stripped runner."""
-    return runner.replace(agent_state=runner.agent_state.replace(**{REPLAY_FIELD: buffer}))
+def fill_replay(agent, run: loop.RunState, buffer) -> loop.RunState:
+    """Puts `buffer` (for example a fresh empty one) back into a stripped run state."""
+    return run.replace(agent_state=agent.with_replay(run.agent_state, buffer))
 
 
 # --- packing: zero-size leaves --------------------------------------------------------------------
@@ -252,14 +247,18 @@ class Checkpointer:
         keep: checkpoints kept (`TrainConfig.keep_checkpoints`); older ones are deleted on save.
         replay: include the agent state's replay buffer (`TrainConfig.checkpoint_replay`).
         read_only: open for reading only (never creates, deletes or cleans anything).
+        agent: the run's agent; needed to save or restore without the replay buffer of an
+            agent that declares `has_replay`.
     """
 
-    def __init__(self, run_dir: str, keep: int = 3, replay: bool = True, read_only: bool = False):
+    def __init__(self, run_dir: str, keep: int = 3, replay: bool = True, read_only: bool = False,
+                 agent=None):
         import orbax.checkpoint as ocp
 
         self.run_dir = run_dir
         self.directory = os.path.abspath(os.path.join(run_dir, CHECKPOINT_DIR))
         self.replay = replay
+        self.agent = agent
         self.read_only = read_only
         # Not orbax's `read_only` option, which logs warnings on every open: a reader here never
         # calls `save` (guarded below), keeps every step and cleans nothing up.
@@ -296,7 +295,7 @@ class Checkpointer:
             )
         return chunk
 
-    def save(self, chunk: int, runner: loop.Runner, records: list[dict], resolved: dict) -> None:
+    def save(self, chunk: int, runner: loop.RunState, records: list[dict], resolved: dict) -> None:
         """Starts saving the state after `chunk` chunks (asynchronous; see `wait`).
 
         Args:
@@ -308,13 +307,14 @@ class Checkpointer:
         if self.read_only:
             raise CheckpointError(f"{self.directory} was opened read-only.")
         args = self._ocp.args
-        state = pack(runner if self.replay else strip_replay(runner))
+        has_replay = self.agent is not None and self.agent.has_replay
+        state = pack(runner if self.replay or not has_replay else strip_replay(self.agent, runner))
         meta = {
             "format": FORMAT_VERSION,
             "chunk": chunk,
             "records": records,
             "config": resolved,
-            "replay": self.replay or not has_replay(runner),
+            "replay": self.replay or not has_replay,
         }
         try:  # also raises a failure of the previous (asynchronous) save
             self._mgr.save(
@@ -333,7 +333,7 @@ class Checkpointer:
         except Exception as err:  # noqa: BLE001  (orbax raises many types for broken files)
             raise self._broken(chunk, err) from err
 
-    def restore_state(self, chunk: int, abstract: loop.Runner, replay: bool) -> loop.Runner:
+    def restore_state(self, chunk: int, abstract: loop.RunState, replay: bool) -> loop.RunState:
         """The runner of checkpoint `chunk` (buffer None when it was saved without replay).
 
         Args:
@@ -341,7 +341,7 @@ class Checkpointer:
             replay: whether the checkpoint holds the replay buffer (its meta's `replay`).
         """
         args = self._ocp.args
-        target = abstract if replay else strip_replay(abstract)
+        target = abstract if replay else strip_replay(self.agent, abstract)
         try:
             out = self._mgr.restore(
                 chunk, args=args.Composite(state=args.StandardRestore(pack(target))))
@@ -402,11 +402,9 @@ def existing_steps(run_dir: str) -> list[int]:
 
 def abstract_runner(agent, env, spec: EnvSpec, cfg: loop.TrainConfig, hp: dict | None):
     """(`jax.eval_shape` of the `[S]` initial runner, init fn, `[S, 2]` keys, `[S]` hps)."""
-    from jaxrl import runner as runner_lib
-
     init, _ = loop.make_train(agent, env, spec, cfg)
-    keys = runner_lib.seed_keys(cfg)
-    hps = runner_lib.stack_hp(hp or agent.default_hp(), cfg.num_seeds)
+    keys = assemble.seed_keys(cfg)
+    hps = assemble.stack_hp(hp or agent.default_hp(), cfg.num_seeds)
     return jax.eval_shape(jax.vmap(init), keys, hps), init, keys, hps
 
 
@@ -419,15 +417,16 @@ def restore_runner(
     spec: EnvSpec,
     cfg: loop.TrainConfig,
     hp: dict | None,
-) -> loop.Runner:
+) -> loop.RunState:
     """Restores checkpoint `chunk` into a runner for (agent, env, cfg); an empty replay buffer
     (from a fresh `init`) replaces one that was not saved."""
     abstract, init, keys, hps = abstract_runner(agent, env, spec, cfg, hp)
     replay = bool(meta.get("replay", True))
+    ckpt.agent = agent
     state = ckpt.restore_state(chunk, abstract, replay)
-    if not replay and has_replay(abstract):
+    if not replay and agent.has_replay:
         fresh = jax.jit(jax.vmap(init))(keys, hps)
-        state = fill_replay(state, fresh.agent_state.buffer)
+        state = fill_replay(agent, state, agent.replay_of(fresh.agent_state))
     return state
 
 
@@ -463,8 +462,6 @@ def load_run(run_dir: str, chunk: int | None = None, env_name: str | None = None
             env whose sizes do not match.
         ValueError: unknown agent or env (subclasses of ValueError), invalid saved config.
     """
-    from jaxrl import runner as runner_lib
-
     resolved = read_config(run_dir)
     agent_name, train_env, cfg, agent_config, hp = parse_config(resolved)
     env_name = env_name or train_env
@@ -474,10 +471,10 @@ def load_run(run_dir: str, chunk: int | None = None, env_name: str | None = None
     try:
         step = ckpt.select(chunk)
         meta = ckpt.restore_meta(step)
-        agent, env, spec = runner_lib.build(agent_name, train_env, cfg, agent_config)
+        agent, env, spec = assemble.build(agent_name, train_env, cfg, agent_config)
         state = restore_runner(ckpt, step, meta, agent, env, spec, cfg, hp)
         if env_name != train_env:  # the runner's env_state stays the training env's
-            agent, env, spec = runner_lib.build(agent_name, env_name, cfg, agent_config)
+            agent, env, spec = assemble.build(agent_name, env_name, cfg, agent_config)
             check_spec(resolved, spec, env_name)
     finally:
         ckpt.close()

@@ -5,7 +5,7 @@ training time; `perf/sps` is the real env steps of one chunk (all seeds) over it
 evaluation excluded, as Brax's `training/sps`.
 
 With a run dir, the whole run state is checkpointed every `checkpoint_every` chunks and after
-the last (`jaxrl.checkpoint`); `resume(run_dir)` continues from the latest checkpoint and, on
+the last (`jaxrl.run.checkpoint`); `resume(run_dir)` continues from the latest checkpoint and, on
 the same machine and backend, ends with the same params and metrics as an uninterrupted run.
 After each chunk a NaN guard checks the loss metrics and the params: a non-finite value stops
 the run with `NonFiniteError` before that state is logged or saved. SIGINT/SIGTERM between the
@@ -26,9 +26,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl import agent as agent_lib
-from jaxrl import checkpoint, loop, parallel, rollout, wrappers
-from jaxrl.logging import Logger, read_jsonl
+from jaxrl.engine import loop, parallel, rollout, wrappers
+from jaxrl.run import checkpoint
+from jaxrl.run.assemble import build, seed_keys, stack_hp
+from jaxrl.run.logging import Logger, read_jsonl
 
 
 class NonFiniteError(ValueError):
@@ -53,36 +54,12 @@ class TrainingInterrupted(Exception):
 class RunResult:
     """What `train` returns: the final runner (leading seed axis), logs, timings."""
 
-    runner: loop.Runner
+    runner: loop.RunState
     records: list[dict]
     compile_seconds: float
     train_seconds: float
     env_steps: int
     run_dir: str | None
-
-
-def build(agent_name: str, env_name: str, cfg: loop.TrainConfig, agent_config):
-    """Builds (agent, env, spec) and validates everything that can fail before compiling."""
-    from jaxrl import envs
-
-    cfg.validate()
-    agent_cls, _ = agent_lib.lookup(agent_name)
-    envs.registry.check_env_name(env_name)
-    env = envs.make(env_name, impl=cfg.env_impl, episode_length=cfg.episode_length)
-    spec = envs.make_spec(env, env_name)
-    agent = agent_cls(config=agent_config, spec=spec, train=cfg)
-    if hasattr(agent, "validate"):
-        agent.validate(cfg, spec)
-    return agent, env, spec
-
-
-def seed_keys(cfg: loop.TrainConfig) -> jax.Array:
-    """`[S, 2]` keys for seeds `seed .. seed + num_seeds - 1` (distinct, never shared)."""
-    return jnp.stack([jax.random.PRNGKey(cfg.seed + i) for i in range(cfg.num_seeds)])
-
-
-def stack_hp(hp: dict, n: int) -> dict:
-    return {k: jnp.full((n,), v, jnp.float32) for k, v in hp.items()}
 
 
 def make_evaluator(agent, env, spec, cfg: loop.TrainConfig):
@@ -261,7 +238,8 @@ def _session(agent, env, spec, cfg, start, run_dir, progress, resolved, records=
     """Compiles, runs the chunks after `len(records)`, saves final params and summary."""
     _, chunk = loop.make_train(agent, env, spec, cfg)
     saver = (
-        checkpoint.Checkpointer(run_dir, cfg.keep_checkpoints, cfg.checkpoint_replay)
+        checkpoint.Checkpointer(run_dir, cfg.keep_checkpoints, cfg.checkpoint_replay,
+                                agent=agent)
         if run_dir
         else None
     )
@@ -280,7 +258,8 @@ def _session(agent, env, spec, cfg, start, run_dir, progress, resolved, records=
         )
         with _StopOnSignal() as stop:
             runner, records, train_s = _run_chunks(
-                compiled, evaluator, runner, cfg, logger, saver, list(records), stop, resolved
+                compiled, evaluator, runner, cfg, logger, saver, list(records), stop, resolved,
+                agent.params_of
             )
     except BaseException:
         _close(logger, saver, failing=True)
@@ -288,7 +267,7 @@ def _session(agent, env, spec, cfg, start, run_dir, progress, resolved, records=
     _close(logger, saver, failing=False)
     steps = cfg.real_total_env_steps * cfg.num_seeds
     if run_dir:
-        save_params(os.path.join(run_dir, "final_params"), runner.agent_state.params)
+        save_params(os.path.join(run_dir, "final_params"), agent.params_of(runner.agent_state))
         with open(os.path.join(run_dir, "summary.json"), "w") as f:
             json.dump(
                 {
@@ -319,7 +298,8 @@ def _close(logger, saver, failing: bool) -> None:
 
 
 def _run_chunks(
-    compiled, evaluator, runner, cfg, logger, saver=None, records=None, stop=None, resolved=None
+    compiled, evaluator, runner, cfg, logger, saver=None, records=None, stop=None, resolved=None,
+    params_of=lambda agent_state: agent_state.params,
 ):
     """Runs chunks `len(records) + 1 .. num_chunks`; returns (runner, records, train seconds).
 
@@ -335,7 +315,7 @@ def _run_chunks(
         new, metrics = compiled(runner)
         metrics = jax.device_get(metrics)
         dt = time.time() - t
-        _check_finite(metrics, new, i + 1, cfg, steps_per_chunk, saver)
+        _check_finite(metrics, params_of(new.agent_state), i + 1, cfg, steps_per_chunk, saver)
         runner, train_s = new, train_s + dt
         rec = {
             "chunk": i + 1,
@@ -392,7 +372,7 @@ def _finite_leaves(tree):
     return jax.tree.map(ok, tree)
 
 
-def _check_finite(metrics: dict, runner, chunk: int, cfg, steps_per_chunk: int, saver) -> None:
+def _check_finite(metrics: dict, params, chunk: int, cfg, steps_per_chunk: int, saver) -> None:
     """Raises NonFiniteError naming the first non-finite loss metric or param leaf (and seed)."""
     bad = None
     for name in sorted(metrics):
@@ -401,8 +381,6 @@ def _check_finite(metrics: dict, runner, chunk: int, cfg, steps_per_chunk: int, 
             bad = f"loss metric {name!r} (seed index {int(np.argmin(np.isfinite(values)))})"
             break
     if bad is None:
-        state = checkpoint.strip_replay(runner).agent_state
-        params = getattr(state, "params", state)
         flags, _ = jax.tree_util.tree_flatten_with_path(jax.device_get(_finite_leaves(params)))
         for path, ok in flags:
             if not ok.all():

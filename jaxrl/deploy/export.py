@@ -5,7 +5,8 @@ The exported function is any agent's deterministic policy,
 
     action_env = to_env_units(agent.act(agent_state, obs, fixed_key, deterministic=True)[0]),
 
-traced with `jax.make_jaxpr` and converted primitive by primitive (`jaxrl.onnx_convert`), so no
+traced with `jax.make_jaxpr` and converted primitive by primitive (`jaxrl.deploy.onnx_convert`),
+so no
 agent needs export code of its own. Observation normalization, parameters and action scaling
 are part of the graph: feed raw observations, get actions in the env's actuator units (the
 same mapping `envs/adapters.py` applies: `low + (clip(a, -1, 1) + 1) / 2 * (high - low)`,
@@ -36,8 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxrl
-from jaxrl import wrappers
-from jaxrl.types import EnvSpec
+from jaxrl.engine import wrappers
+from jaxrl.engine.types import EnvSpec
 
 FORMATS = ("onnx", "jax")
 EXTENSIONS = {"onnx": ".onnx", "jax": ".jaxexport"}
@@ -156,7 +157,7 @@ class TracedPolicy:
 
 def trace_policy(policy: Callable, spec: EnvSpec, batch_size: int = 1) -> TracedPolicy:
     """Traces `policy(obs)` for float32 observations shaped by `spec`, batch `batch_size`."""
-    from jaxrl.onnx_convert import used_inputs
+    from jaxrl.deploy.onnx_convert import used_inputs
 
     if spec.obs_is_dict:
         names = tuple(sorted(spec.obs_shape))
@@ -208,7 +209,7 @@ def _jax_outputs(blob: bytes, batches: list[np.ndarray]) -> np.ndarray:
 def _serialize(traced: TracedPolicy, fmt: str, platforms) -> tuple[bytes, dict]:
     """(model bytes, format facts for the sidecar)."""
     if fmt == "onnx":
-        from jaxrl.onnx_convert import IR_VERSION, OPSET, jaxpr_to_onnx
+        from jaxrl.deploy.onnx_convert import IR_VERSION, OPSET, jaxpr_to_onnx
 
         model = jaxpr_to_onnx(traced.closed_jaxpr, list(traced.names), ["action"],
                               doc="jaxrl deterministic policy; see the JSON sidecar.")
@@ -248,7 +249,8 @@ def export_policy(agent, agent_state, env, spec: EnvSpec, cfg, out: str, fmt: st
     Raises:
         ValueError: unknown format or non-positive batch size.
         ParityError: the exported policy is off by more than `tolerance`; nothing is written.
-        jaxrl.onnx_convert.UnsupportedPrimitiveError: the policy uses an unconvertible primitive.
+        jaxrl.deploy.onnx_convert.UnsupportedPrimitiveError: the policy uses an unconvertible
+            primitive.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}.")
@@ -327,14 +329,14 @@ def default_out(run_dir: str, fmt: str) -> str:
 
 def export_run(run_dir: str, fmt: str = "onnx", out: str | None = None, seed_index: int = 0,
                chunk: int | None = None, batch_size: int = 1) -> ExportResult:
-    """Loads a run's checkpoint (`jaxrl.checkpoint.load_run`) and exports one seed's policy.
+    """Loads a run's checkpoint (`jaxrl.run.checkpoint.load_run`) and exports one seed's policy.
 
     Raises:
-        jaxrl.checkpoint.CheckpointError: missing run dir or checkpoint.
+        jaxrl.run.checkpoint.CheckpointError: missing run dir or checkpoint.
         ValueError: unknown format, or `seed_index` outside the run's seeds.
         ParityError: see `export_policy`.
     """
-    from jaxrl import checkpoint
+    from jaxrl.run import checkpoint
 
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}.")

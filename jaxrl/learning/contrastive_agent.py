@@ -1,0 +1,173 @@
+"""The contrastive actor-critic shared by CRL (off-policy) and CPPO (on-policy).
+
+Sources: Eysenbach et al., "Contrastive Learning as Goal-Conditioned Reinforcement Learning"
+(NeurIPS 2022, arXiv 2206.07568): the critic `f(s, a, g) = energy(phi(s, a), psi(g))` is a
+classifier between future states of `(s, a)` and other goals, trained with InfoNCE; Bortkiewicz
+et al., "Accelerating Goal-Conditioned RL Algorithms and Research" (ICLR 2025, arXiv 2408.11052),
+`MichalBortkiewicz/JaxGCRL` `jaxgcrl/agents/crl/{crl,losses,networks}.py` for the defaults
+(256 x 2 swish encoders, representation 64, `norm` energy, logsumexp penalty 0.1, log-std in
+[-5, 2]). Energies and losses are `jaxrl.learning.contrastive`.
+
+Env contract: `obs = concat(state, goal)` with `EnvSpec.goal_indices` the state entries the goal
+refers to (`state_dim = obs_dim - len(goal_indices)`); the reward is never read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl.engine.contract import AgentBase
+from jaxrl.learning import contrastive, distributions, optim
+from jaxrl.learning.networks import ACTIVATIONS, Encoder, GaussianActor
+
+
+@dataclasses.dataclass(frozen=True)
+class ContrastiveConfig:
+    """Networks and critic loss shared by CRL and CPPO (JaxGCRL defaults)."""
+
+    hidden: tuple[int, ...] = (256, 256)
+    """Hidden widths of both encoders `phi(s, a)` and `psi(g)` (JaxGCRL `h_dim x n_hidden`)."""
+    actor_hidden: tuple[int, ...] = (256, 256)
+    """Hidden widths of the actor on `[s, g]`."""
+    repr_dim: int = 64
+    """Representation size of `phi` and `psi`."""
+    activation: str = "silu"
+    """Hidden activation (swish, as JaxGCRL)."""
+    layer_norm: bool = False
+    """LayerNorm after every hidden layer (needed for deep/wide encoders, spec Sec. 3)."""
+    skip_connections: int = 0
+    """Residual connection around every this many hidden layers (0: none; JaxGCRL 4)."""
+    energy: str = "norm"
+    """`norm` (-L2 distance), `l2` (-squared), `dot`, `cosine` (learned temperature)."""
+    contrastive_loss: str = "fwd_infonce"
+    """`fwd_infonce`, `bwd_infonce`, `sym_infonce` or `binary_nce`."""
+    logsumexp_penalty: float | None = None
+    """Weight of `mean(LSE_row^2)` in the critic loss. None: 0.1 (JaxGCRL) for InfoNCE with the
+    `norm`, `l2` or `dot` energy; 0 for `cosine` (bounded logits) and `binary_nce`, which did not
+    learn `PointMaze` with 0.1 (success 0.02-0.10; 0.88-0.90 with 0)."""
+    log_std_min: float = -5.0
+    """Lower bound of the actor's log-std."""
+    log_std_max: float = 2.0
+    """Upper bound of the actor's log-std."""
+
+
+CRITIC_KEYS = ("sa_encoder", "g_encoder", "log_temperature")
+
+
+@dataclasses.dataclass(frozen=True)
+class ContrastiveActorCritic(AgentBase):
+    """Networks and critic step shared by CRL and CPPO: actor `pi(a | s, g)` (tanh-Gaussian)
+    and the contrastive critic `f(s, a, g) = energy(phi(s, a), psi(g))`."""
+
+    config: ContrastiveConfig
+    goal_conditioned: ClassVar[bool] = True
+
+    def validate(self) -> None:
+        super().validate()
+        check_encoder_config(self.config)
+
+    @property
+    def actor_net(self) -> GaussianActor:
+        c = self.config
+        return GaussianActor(tuple(c.actor_hidden), self.spec.action_size, c.activation,
+                             log_std_min=c.log_std_min, log_std_max=c.log_std_max)
+
+    @property
+    def encoder_net(self) -> Encoder:
+        c = self.config
+        return Encoder(tuple(c.hidden), c.repr_dim, c.activation, c.layer_norm,
+                       c.skip_connections)
+
+    def init_params(self, key) -> dict:
+        """`{"actor", "sa_encoder", "g_encoder", "log_temperature"}` for this env."""
+        k_actor, k_sa, k_g = jax.random.split(key, 3)
+        obs_dim, goal_dim = self.spec.obs_shape[0], len(self.spec.goal_indices)
+        sa_dim = obs_dim - goal_dim + self.spec.action_size
+        return {"actor": self.actor_net.init(k_actor, jnp.zeros((1, obs_dim))),
+                "sa_encoder": self.encoder_net.init(k_sa, jnp.zeros((1, sa_dim))),
+                "g_encoder": self.encoder_net.init(k_g, jnp.zeros((1, goal_dim))),
+                "log_temperature": jnp.zeros(())}
+
+    def policy(self, actor, obs) -> distributions.TanhGaussian:
+        """The policy `pi(. | s, g)` for `obs = [s, g]` `[..., obs_dim]`."""
+        mu, log_std = self.actor_net.apply(actor, obs)
+        return distributions.TanhGaussian(loc=mu, scale=jnp.exp(log_std))
+
+    def split_obs(self, obs):
+        """`obs [..., state_dim + goal_dim]` -> (state `[..., state_dim]`, goal)."""
+        d = obs.shape[-1] - len(self.spec.goal_indices)
+        return obs[..., :d], obs[..., d:]
+
+    def goal_of(self, state_obs):
+        """Goal-space coordinates of a state (`goal_indices` entries of the obs)."""
+        return state_obs[..., jnp.asarray(self.spec.goal_indices)]
+
+    def _reprs(self, critic, s, action, goal):
+        phi = self.encoder_net.apply(critic["sa_encoder"], jnp.concatenate([s, action], -1))
+        return phi, self.encoder_net.apply(critic["g_encoder"], goal)
+
+    def logits(self, critic, s, action, goal):
+        """`[B, B]` energies between `phi(s_i, a_i)` and `psi(g_j)`."""
+        phi, psi = self._reprs(critic, s, action, goal)
+        return contrastive.energy(phi, psi, self.config.energy,
+                                  jnp.exp(critic["log_temperature"]))
+
+    def q_value(self, critic, s, action, goal):
+        """`f(s, a, g)` row-wise, float32 `[...]` (the critic's log-scale Q)."""
+        phi, psi = self._reprs(critic, s, action, goal)
+        return contrastive.pair_energy(phi, psi, self.config.energy,
+                                       jnp.exp(critic["log_temperature"]))
+
+    @property
+    def lse_weight(self) -> float:
+        """The logsumexp penalty weight in use (see `ContrastiveConfig.logsumexp_penalty`)."""
+        c = self.config
+        if c.logsumexp_penalty is not None:
+            return float(c.logsumexp_penalty)
+        return 0.0 if c.energy == "cosine" or c.contrastive_loss == "binary_nce" else 0.1
+
+    def critic_loss(self, critic, s, action, goal):
+        """Contrastive loss + `logsumexp_penalty * mean(LSE^2)` on one batch of positives
+        `(s_i, a_i, g_i)` `[B, ...]` (negatives: the other goals of the batch)."""
+        c = self.config
+        logits = self.logits(critic, s, action, goal)
+        loss = (contrastive.contrastive_loss(logits, c.contrastive_loss)
+                + self.lse_weight * contrastive.logsumexp_penalty(logits))
+        return loss, dict(contrastive.critic_metrics(logits), **{"train/critic_loss": loss})
+
+    def critic_step(self, params, opt_state, s, action, goal, lr):
+        """One Adam step of the critic. Returns (params, critic opt state, metrics)."""
+        critic = {k: params[k] for k in CRITIC_KEYS}
+        (_, metrics), grads = jax.value_and_grad(self.critic_loss, has_aux=True)(
+            critic, s, action, goal)
+        critic, opt_state = optim.apply(optim.make_optimizer(), opt_state, critic, grads, lr)
+        return dict(params, **critic), opt_state, metrics
+
+
+
+def check_encoder_config(c) -> None:
+    """Raises ValueError for an unknown energy / loss / activation or a bad size."""
+    for name, value, choices in (("energy", c.energy, contrastive.ENERGIES),
+                                 ("contrastive_loss", c.contrastive_loss, contrastive.LOSSES),
+                                 ("activation", c.activation, tuple(ACTIVATIONS))):
+        if value not in choices:
+            raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}.")
+    if c.repr_dim <= 0 or not c.hidden or min(c.hidden) <= 0:
+        raise ValueError(f"repr_dim and hidden widths must be positive, got {c.repr_dim}, "
+                         f"{c.hidden}.")
+    if not c.log_std_min < c.log_std_max:
+        raise ValueError(f"log_std_min ({c.log_std_min}) must be below log_std_max "
+                         f"({c.log_std_max}).")
+    lse = c.logsumexp_penalty
+    if lse is not None and (lse < 0 or not math.isfinite(lse)):
+        raise ValueError(f"logsumexp_penalty must be finite and >= 0 (or None), got {lse}.")
+    if c.skip_connections < 0:
+        raise ValueError(f"skip_connections must be >= 0, got {c.skip_connections}.")
+    for name in ("log_std_min", "log_std_max"):
+        if not math.isfinite(getattr(c, name)):
+            raise ValueError(f"{name} must be finite, got {getattr(c, name)}.")

@@ -1,0 +1,102 @@
+"""Losses and targets shared by the agents: PPO's clipped surrogate and value loss, the SAC
+temperature step, soft TD targets (scalar and C51), and their cross-entropy.
+
+Shapes: B = batch, E = critic ensemble heads, K = atoms; float32 throughout.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl.learning import optim
+from jaxrl.learning.returns import categorical_projection, categorical_support
+
+
+def clipped_surrogate(logp, old_logp, adv, eps):
+    """PPO's clipped objective (Schulman et al. 2017, arXiv 1707.06347, Eq. 7) as a loss.
+
+    Args:
+        logp, old_logp: float32 `[...]` log-probs of the taken actions under the current and
+            the behaviour policy.
+        adv: float32 `[...]` advantages (already normalized if wanted).
+        eps: clip range (float or float32 scalar).
+
+    Returns:
+        (`-mean(min(r A, clip(r, 1 - eps, 1 + eps) A))`, metrics `train/policy_loss`,
+        `train/approx_kl` (`mean((r - 1) - log r)`), `train/clip_fraction`).
+    """
+    log_ratio = logp - old_logp
+    ratio = jnp.exp(log_ratio)
+    surrogate = jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - eps, 1.0 + eps) * adv)
+    loss = -surrogate.mean()
+    return loss, {"train/policy_loss": loss,
+                  "train/approx_kl": jnp.mean((ratio - 1.0) - log_ratio),
+                  "train/clip_fraction": jnp.mean(jnp.abs(ratio - 1.0) > eps)}
+
+
+def value_loss(targets, values, vf_coef):
+    """`0.5 * vf_coef * mean((targets - values)^2)` (brax `training/agents/ppo/losses.py`)."""
+    return 0.5 * vf_coef * jnp.mean(jnp.square(targets - values))
+
+
+def temperature_step(opt, opt_state, log_alpha, log_prob, target_entropy, learning_rate):
+    """One optimizer step on the SAC temperature loss `mean(alpha (-log pi - H_target))`.
+
+    Haarnoja et al., arXiv 1812.05905, Eq. 18, parameterized by `log alpha` (as brax
+    `training/agents/sac/losses.py`); `log_prob` is treated as a constant.
+
+    Args:
+        opt: the optax transformation (without learning rate, see `optim.make_optimizer`).
+        opt_state: its state.
+        log_alpha: float32 scalar.
+        log_prob: float32 `[B]` log-probs of fresh policy samples.
+        target_entropy: float target entropy (nats).
+        learning_rate: float32 scalar.
+
+    Returns:
+        (new log_alpha, new opt_state).
+    """
+    gap = jax.lax.stop_gradient(-log_prob - target_entropy)
+    grad = jax.grad(lambda la: jnp.mean(jnp.exp(la) * gap))(log_alpha)
+    return optim.apply(opt, opt_state, log_alpha, grad, learning_rate)
+
+
+def soft_td_target(reward, discount, next_q, alpha_log_prob):
+    """Soft TD target `r + d (Q'(s', a') - alpha log pi(a'|s'))` (arXiv 1812.05905, Eq. 3),
+    float32 `[B]`; `discount` is `gamma^n (1 - terminated)` of an n-step window."""
+    return reward + discount * (next_q - alpha_log_prob)
+
+
+def categorical_td_target(target_logits, reward, discount, alpha_log_prob, v_min: float,
+                          v_max: float, q_agg: str = "min"):
+    """C51 target distribution `[B, K]` shared by all critic heads (Bellemare et al. 2017,
+    arXiv 1707.06887, Algorithm 1, with the soft entropy term).
+
+    With `q_agg="min"` the whole distribution of the head with the lower expected value per
+    sample is used (distributional clipped double Q, as FlashSAC `flash_rl/agents/flashSAC/
+    update.py`), else the heads' mean; its atoms `r + d (z - alpha log pi)` are projected back
+    onto the support.
+
+    Args:
+        target_logits: `[E, B, K]` target-critic logits at `(s', a')`.
+        reward, discount, alpha_log_prob: float32 `[B]`.
+        v_min, v_max: support bounds; K = `target_logits.shape[-1]` atoms.
+    """
+    z = categorical_support(v_min, v_max, target_logits.shape[-1])
+    probs = jax.nn.softmax(target_logits.astype(jnp.float32), axis=-1)  # [E, B, K]
+    if q_agg == "min":
+        pick = jnp.argmin(jnp.sum(probs * z, -1), axis=0)  # [B]
+        next_probs = jnp.take_along_axis(probs, pick[None, :, None], axis=0)[0]
+    else:
+        next_probs = probs.mean(axis=0)
+    atoms = reward[:, None] + discount[:, None] * (z[None] - alpha_log_prob[:, None])
+    return categorical_projection(next_probs, atoms, v_min, v_max)
+
+
+def categorical_cross_entropy(logits, target, mask):
+    """`mean_b(mask_b sum_e CE(target_b, softmax(logits_eb)))`: logits `[E, B, K]`, target
+    `[B, K]` (a constant), mask float32 `[B]`."""
+    log_p = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    ce = -jnp.sum(jax.lax.stop_gradient(target)[None] * log_p, axis=-1)  # [E, B]
+    return jnp.mean(ce.sum(axis=0) * mask)

@@ -1,0 +1,37 @@
+"""Assembling a run from names: agent, env and spec (`build`), per-seed keys, stacked hp.
+
+Shared by the driver (`runner`) and checkpoint loading (`checkpoint`); importing this module
+registers the built-in agents.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+import jaxrl.agents  # noqa: F401  (registers the built-in agents)
+from jaxrl import envs
+from jaxrl.engine import contract as agent_lib
+from jaxrl.engine import loop
+
+
+def build(agent_name: str, env_name: str, cfg: loop.TrainConfig, agent_config):
+    """Builds (agent, env, spec) and validates everything that can fail before compiling."""
+    cfg.validate()
+    agent_cls, _ = agent_lib.lookup(agent_name)
+    envs.registry.check_env_name(env_name)
+    env = envs.make(env_name, impl=cfg.env_impl, episode_length=cfg.episode_length)
+    spec = envs.make_spec(env, env_name)
+    agent = agent_cls(config=agent_config, spec=spec, train=cfg)
+    agent.validate()
+    return agent, env, spec
+
+
+def seed_keys(cfg: loop.TrainConfig) -> jax.Array:
+    """`[S, 2]` keys for seeds `seed .. seed + num_seeds - 1` (distinct, never shared)."""
+    return jnp.stack([jax.random.PRNGKey(cfg.seed + i) for i in range(cfg.num_seeds)])
+
+
+def stack_hp(hp: dict, n: int) -> dict:
+    """`{name: float32 [n]}`: the same hyperparameter values for each of `n` members."""
+    return {k: jnp.full((n,), v, jnp.float32) for k, v in hp.items()}
