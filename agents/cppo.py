@@ -4,7 +4,7 @@ Known from the source (Osman et al., "Self-Supervised On-Policy Reinforcement Le
 Contrastive Proximal Policy Optimisation", arXiv 2605.13554, abstract only; no public code):
 advantages come from contrastive Q-values and are optimized with PPO's clipped objective; no
 reward, no replay buffer, no target networks; continuous and discrete actions. Everything else
-below is our design (`specs/crl.md` Sec. 10) and must be revisited when the method text
+below is our design and must be revisited when the method text
 appears. Choices, each a config switch where it is one:
 
 - Data: the loop's rollout `Transition[T, N]` with the env's commanded goals; policy
@@ -78,8 +78,8 @@ class CPPOConfig(ContrastiveConfig):
     entropy_cost: float = 1e-2
     """Entropy bonus weight."""
     log_std_min: float = -2.0
-    """Lower bound of the policy's log-std. CRL's -5 let the std collapse within a few updates
-    (per-update KL 1-18 on `PointMaze`; 0.03-0.1 with -2); the eval policy is `tanh(mu)`."""
+    """Lower bound of the policy's log-std; -2 (not CRL's -5) keeps the std from collapsing in a
+    few updates (numbers in `benchmarks/RESULTS.md`). The eval policy is `tanh(mu)`."""
 
 
 @struct.dataclass(kw_only=True)

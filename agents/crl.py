@@ -7,7 +7,7 @@ commanded goal; Bortkiewicz et al.,
 "Accelerating Goal-Conditioned RL Algorithms and Research" (ICLR 2025, arXiv 2408.11052),
 `MichalBortkiewicz/JaxGCRL` `jaxgcrl/agents/crl/{crl,losses,networks}.py` for the defaults
 (256 x 2 swish encoders, representation 64, `norm` energy, logsumexp penalty 0.1, lr 3e-4,
-target entropy `-0.5 |A|`, log-std in [-5, 2]). See `specs/crl.md`.
+target entropy `-0.5 |A|`, log-std in [-5, 2]).
 
 Env contract: `obs = concat(state, goal)` with `EnvSpec.goal_indices` the state entries the goal
 refers to (`state_dim = obs_dim - len(goal_indices)`), and `Transition.extras["traj_id"]`

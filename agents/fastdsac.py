@@ -36,7 +36,8 @@ from flax import struct
 
 from jaxrl.engine.contract import check_choice
 from jaxrl.learning import distributions as dist
-from jaxrl.learning.sac_core import SACCoreConfig, SACState, SoftActorCritic
+from jaxrl.learning.sac_config import SACCoreConfig
+from jaxrl.learning.sac_core import SACState, SoftActorCritic
 
 
 @dataclasses.dataclass(frozen=True)

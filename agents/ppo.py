@@ -1,4 +1,4 @@
-"""PPO, faithful to Brax / MuJoCo Playground PPO (see `specs/ppo.md`).
+"""PPO, faithful to Brax / MuJoCo Playground PPO (brax `training/agents/ppo`).
 
 Sources: Schulman et al. 2017, "Proximal Policy Optimization Algorithms" (arXiv 1707.06347),
 Eq. 7 (clipped surrogate); GAE from arXiv 1506.02438; brax `training/agents/ppo/{losses,

@@ -32,7 +32,8 @@ import jax.numpy as jnp
 from jaxrl.engine.contract import check_choice
 from jaxrl.learning import losses
 from jaxrl.learning.returns import categorical_support
-from jaxrl.learning.sac_core import SACCoreConfig, SoftActorCritic
+from jaxrl.learning.sac_config import SACCoreConfig
+from jaxrl.learning.sac_core import SoftActorCritic
 
 
 @dataclasses.dataclass(frozen=True)

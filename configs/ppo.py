@@ -1,7 +1,7 @@
 """PPO presets.
 
-`ppo-dmc-gpu` is Playground's DM Control default (`dm_control_suite_params.py`, see
-`specs/ppo.md` Sec. 8): 2048 envs, unroll 30, batch 1024 x 32 minibatches (16 unrolls per
+`ppo-dmc-gpu` is Playground's DM Control default (`mujoco_playground/config/
+dm_control_suite_params.py`): 2048 envs, unroll 30, batch 1024 x 32 minibatches (16 unrolls per
 update), 16 epochs, lr 1e-3, gamma 0.995, reward scaling 10, 60M nominal steps.
 `ppo-dmc-cpu` is tuned here for CartpoleBalance on 2 CPU cores (8 sweeps of 4 members each,
 run with our own vmapped sweep mode; notes in `benchmarks/RESULTS.md`). What mattered, from
@@ -13,7 +13,7 @@ final policy settles; normalizer updated after SGD with `std_eps` 0.1 and clippi
 the first batches see a nearly constant pole angle and later falls were normalized to +-50.
 """
 
-from jaxrl.configs import Preset, register
+from jaxrl.configs.base import Preset, register
 from jaxrl.engine.loop import TrainConfig
 
 register(Preset(

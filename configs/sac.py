@@ -1,19 +1,20 @@
 """SAC-family presets: a GPU preset as the peers run it and a CPU preset that learns
 `CartpoleBalance` on 2 cores (learning tests; budgets and results in `benchmarks/RESULTS.md`).
 
-- `sac-dmc-gpu`: Playground's `brax_sac_config` for DM Control (spec Sec. 2): 128 envs, batch
-  512, 8 gradient steps per env step, lr 1e-3, gamma 0.99, replay 4,194,304, start 8,192.
-- `fastdsac-gpu`: FastDSAC-A on Playground G1 (spec Sec. 4A): 1024 envs, batch 32,768, 2 critic
-  steps per env step, actor every 2nd, tau 0.1, AdamW 3e-4 / wd 0.1, gamma 0.97, c = 1e-3,
-  critic mean clamped to +-10, asymmetric critic (privileged state).
-- `warpsac-l` (CPU sims) and `warpsac-a` (GPU sims): the two WarpSAC profiles (spec Sec. 6);
+- `sac-dmc-gpu`: Playground's `brax_sac_config` for DM Control
+  (`mujoco_playground/config/dm_control_suite_params.py`): 128 envs, batch 512, 8 gradient
+  steps per env step, lr 1e-3, gamma 0.99, replay 4,194,304, start 8,192.
+- `fastdsac-gpu`: FastDSAC-A on Playground G1 (`luge66/FastDSAC` defaults): 1024 envs, batch
+  32,768, 2 critic steps per env step, actor every 2nd, tau 0.1, AdamW 3e-4 / wd 0.1,
+  gamma 0.97, c = 1e-3, critic mean clamped to +-10, asymmetric critic (privileged state).
+- `warpsac-l` (CPU sims) and `warpsac-a` (GPU sims): the two WarpSAC profiles (arXiv 2608.24479);
   `warpsac-l` is sized here for `CartpoleBalance` on 2 cores, `warpsac-a-cpu` is the `-A`
   structure (no normalization, one critic, bf16 replay) at CPU scale.
 """
 
 import dataclasses
 
-from jaxrl.configs import Preset, register
+from jaxrl.configs.base import Preset, register
 from jaxrl.engine.loop import TrainConfig
 
 _CPU_TRAIN = TrainConfig(num_envs=32, unroll_length=4, total_env_steps=96_000, num_chunks=6,

@@ -253,15 +253,14 @@ def test_nan_reward_stops_run_at_known_chunk(tmp_path, monkeypatch, capsys):
 def test_nan_param_is_named(monkeypatch):
     metrics = {"train/policy_loss": np.zeros(2), "episode/return": np.full(2, np.nan)}
     params = {"policy": {"w": jnp.zeros((2, 3))}, "value": {"b": jnp.array([[0.0], [jnp.inf]])}}
-    state = types.SimpleNamespace(agent_state=types.SimpleNamespace(params=params))
     with pytest.raises(
         runner.NonFiniteError,
         match=r"parameter params\['value'\]\['b'\] "
         r"\(seed index 1\) in chunk 5 of 4 \(env steps 400-500\)",
     ):
-        runner._check_finite(metrics, state, 5, CFG, 100, None)
-    finite = types.SimpleNamespace(agent_state=types.SimpleNamespace(params=params["policy"]))
-    runner._check_finite(metrics, finite, 1, CFG, 100, None)  # a NaN episode return is fine
+        runner._check_finite(metrics, params, 5, CFG, 100, None)
+    # A NaN episode return is fine.
+    runner._check_finite(metrics, params["policy"], 1, CFG, 100, None)
 
 
 def test_eval_command_prints_return(runs, capsys):
@@ -429,7 +428,8 @@ def test_checkpoint_without_replay_drops_buffer(tmp_path):
         else:
             assert back.agent_state.buffer is None
             empty = {"obs": jnp.zeros((2, 5, 3)), "pos": jnp.array([0, 0])}
-            _assert_trees_equal(checkpoint.fill_replay(_ReplayAgent(), back, empty).agent_state.buffer, empty)
+            filled = checkpoint.fill_replay(_ReplayAgent(), back, empty)
+            _assert_trees_equal(filled.agent_state.buffer, empty)
 
 
 def _off_policy_agents() -> list:

@@ -10,10 +10,10 @@ import pytest
 
 from jaxrl import configs, envs
 from jaxrl.agents.cppo import baseline_advantage
-from jaxrl.agents.crl import CRITIC_KEYS, check_goal_spec
 from jaxrl.engine import loop
-from jaxrl.engine.contract import lookup
+from jaxrl.engine.contract import check_goal_spec, lookup
 from jaxrl.engine.types import EnvSpec
+from jaxrl.learning.contrastive_agent import CRITIC_KEYS
 from jaxrl.run import runner
 
 TRAIN = loop.TrainConfig(num_envs=8, unroll_length=5, total_env_steps=800, num_chunks=2,

@@ -117,10 +117,10 @@ def test_normalizer_is_folded_in(trained, tmp_path):
     _, result, agent, env, spec = trained
     base = _seed_state(result, 0)
     mean, m2 = np.array([0.5, -0.3], np.float32), np.array([400.0, 9.0], np.float32)
-    custom = base.replace(norm=running_stats.RunningStats(
+    custom = base.replace(obs_stats=running_stats.RunningStats(
         count_lo=jnp.uint32(100), count_hi=jnp.uint32(0), mean=jnp.asarray(mean),
         m2=jnp.asarray(m2)))  # std = sqrt(m2 / 100) = [2, 0.3]
-    identity = base.replace(norm=running_stats.init(jnp.zeros(2)))
+    identity = base.replace(obs_stats=running_stats.init(jnp.zeros(2)))
     obs = export.record_observations(agent, base, env, spec, CFG, 200, seed=5)
     outs = {}
     for name, state in (("custom", custom), ("identity", identity)):
@@ -272,7 +272,7 @@ def test_dict_observation_export_reads_the_policy_key(tmp_path):
     agent = PPO(config=dataclasses.replace(AGENT_CFG, value_obs_key="privileged_state"),
                 spec=spec, train=cfg)
     state = agent.init(jax.random.PRNGKey(0), agent.default_hp())
-    state = state.replace(norm=running_stats.update(state.norm, {
+    state = state.replace(obs_stats=running_stats.update(state.obs_stats, {
         "state": jnp.array([[0.5, 0.1], [-1.0, 0.3]]),
         "privileged_state": jnp.array([[0.5, 0.1, 1.0], [-1.0, 0.3, 1.0]])}))
     res = export.export_policy(agent, state, env, spec, cfg, str(tmp_path / "d.onnx"))

@@ -41,7 +41,7 @@ class Transition:
     """One step of experience, time-major `[T, N, ...]` once stacked by `rollout`.
 
     Built with keywords only. `next_obs` is the true successor observation: at an episode end it is
-    the final observation *before* auto-reset (the specs call it `final_obs`), never the reset one.
+    the final observation *before* auto-reset (often called `final_obs`), never the reset one.
 
     Attributes:
         obs: observation at t (array or dict of arrays).

@@ -8,7 +8,7 @@ Sources: Eysenbach et al., "Contrastive Learning as Goal-Conditioned RL" (NeurIP
 Bortkiewicz et al., "Accelerating Goal-Conditioned RL Algorithms and Research" (ICLR 2025),
 `MichalBortkiewicz/JaxGCRL` `jaxgcrl/agents/crl/losses.py` (energies, InfoNCE directions, the
 logsumexp penalty) and `crl.py::flatten_batch` (geometric future-state relabeling masked by
-`traj_id`). Two departures, both from `specs/crl.md` Sec. 4: `binary_nce` is a real binary
+`traj_id`). Two departures from that code: `binary_nce` is a real binary
 cross-entropy (the released one is `-mean(sigmoid(L))`), and `cosine` normalizes each vector
 (the released one divides by a global norm until JaxGCRL PR #64).
 """

@@ -1,6 +1,6 @@
 """Tanh-squashed Gaussian policy distribution, computed from the pre-tanh sample `u`.
 
-Follows brax `training/distribution.py` (`NormalTanhDistribution`) and `specs/ppo.md` Sec. 2:
+Follows brax `training/distribution.py` (`NormalTanhDistribution`, `NormalDistribution`):
 `scale = softplus(raw) + min_std`, action `a = tanh(u)`, and the overflow-safe log-det
 `log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))`, finite for any float32 `u`.
 Shapes: `loc`, `scale`, `u` are `[..., action_size]`; log-probs and entropies sum the last axis.
@@ -106,7 +106,7 @@ def truncated_mode(loc, low, high) -> jax.Array:
     return jnp.clip(loc, low, high)
 
 
-# --- FastDSAC-A target actions: mean-centred tanh truncation (specs/sac_family.md Sec. 4A) ---
+# --- FastDSAC-A target actions: mean-centred tanh truncation ---
 # Source: `luge66/FastDSAC` `fast_dsac/fastdsac_net.py`. `u ~ N(mu, sigma^2)`, `x = u - mu`,
 # `a' = mu + c tanh(x)` lies in `(mu - c, mu + c)`;
 # `log pi_c(a') = log N(u; mu, sigma) - sum_d log(c (1 - tanh(x_d)^2))`.

@@ -1,4 +1,4 @@
-"""Exploration noise for off-policy agents (specs/sac_family.md Sec. 1.7).
+"""Exploration noise for off-policy agents: per-env scales (FastTD3) and zeta repetition.
 
 - Per-env noise scales (FastTD3, Seo et al., arXiv 2505.22642; `younggyoseo/FastTD3`
   `fast_td3/fast_td3.py`): env i explores with `sigma_i ~ U[low, high]`, redrawn when env i's

@@ -2,8 +2,8 @@
 
 Sources: Schulman et al. 2015, "High-Dimensional Continuous Control Using Generalized Advantage
 Estimation" (arXiv 1506.02438), Eq. 16; Brax `training/agents/ppo/losses.py::compute_gae` for the
-`brax` parity mode (see `specs/ppo.md` Sec. 5). Also the C51 categorical projection used by the
-distributional critics (`specs/sac_family.md` Sec. 1.4).
+`brax` parity mode (truncated steps masked). Also the C51 categorical projection used by the
+distributional critics (Bellemare et al. 2017, arXiv 1707.06887, Algorithm 1).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _project_one(p, lower, upper, frac):
 def categorical_projection(
     probs: jax.Array, target_atoms: jax.Array, v_min: float, v_max: float
 ) -> jax.Array:
-    """C51 projection of a shifted distribution onto the fixed support (specs/sac_family.md 1.4).
+    """C51 projection of a shifted distribution onto the fixed support (C51).
 
     Atom `j` of the next distribution carries probability `probs[..., j]` and sits at
     `target_atoms[..., j]` (`r + discount * (z_j - alpha log pi)`, formed by the caller). Each

@@ -1,4 +1,4 @@
-"""Return-based reward scaling (SimbaV2, FlashSAC, WarpSAC; specs/sac_family.md Sec. 1.6).
+"""Return-based reward scaling (SimbaV2, FlashSAC, WarpSAC).
 
 Per env a running discounted return `G <- gamma (1 - done_prev) G + r` is kept, with
 `done = terminated or truncated` of the previous step (a new episode starts from 0). The

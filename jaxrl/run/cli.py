@@ -347,7 +347,7 @@ class RenderArgs:
 def render_cmd(argv: list[str]) -> None:
     """`jaxrl render RUN_DIR`: video of a deterministic rollout (headless OpenGL)."""
     args = tyro.cli(RenderArgs, args=argv, prog="jaxrl render", description=COMMANDS["render"])
-    from jaxrl import render  # neither imports mujoco: `setup_gl` sets MUJOCO_GL first
+    from jaxrl.deploy import render  # neither imports mujoco: `setup_gl` sets MUJOCO_GL first
     from jaxrl.envs import EnvAssetError
 
     try:

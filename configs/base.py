@@ -1,0 +1,43 @@
+"""The preset record and registry (`Preset`, `register`, `get`); presets live in the sibling
+modules, one per agent family."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+
+from jaxrl.engine.loop import TrainConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """A named run recipe."""
+
+    name: str
+    agent: str
+    env: str
+    train: TrainConfig
+    agent_overrides: tuple[tuple[str, object], ...] = ()
+    description: str = ""
+
+
+class UnknownPresetError(ValueError):
+    """A preset name that is not registered."""
+
+
+PRESETS: dict[str, Preset] = {}
+
+
+def register(preset: Preset) -> Preset:
+    PRESETS[preset.name] = preset
+    return preset
+
+
+def get(name: str) -> Preset:
+    """The preset called `name`; `UnknownPresetError` with close matches otherwise."""
+    if name not in PRESETS:
+        close = difflib.get_close_matches(name, list(PRESETS), n=3, cutoff=0.4)
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        raise UnknownPresetError(
+            f"Unknown preset {name!r}.{hint} Run `jaxrl list presets` for all names.")
+    return PRESETS[name]
