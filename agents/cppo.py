@@ -9,7 +9,7 @@ appears. Choices, each a config switch where it is one:
 
 - Data: the loop's rollout `Transition[T, N]` with the env's commanded goals; policy
   `pi(a | s, g)`, a tanh-Gaussian on `obs = [s, g]` with log-std in [-2, 2] (CRL: [-5, 2]).
-- Critic: CRL's `f(s, a, g) = energy(phi(s, a), psi(g))` (`agents/crl.py`, default `norm`
+- Critic: CRL's `f(s, a, g) = energy(phi(s, a), psi(g))` (`agents/crl.py`, default `distance`
   energy, forward InfoNCE + 0.1 LSE penalty), trained only on the current rollout: for every
   step a future state of the same episode inside the rollout is the positive goal (geometric
   offset with discount `gamma`, `contrastive.rollout_future_index`, masked by `traj_id`), the

@@ -6,7 +6,7 @@ states of `(s, a)` and other goals, trained with InfoNCE, and the actor maximize
 commanded goal; Bortkiewicz et al.,
 "Accelerating Goal-Conditioned RL Algorithms and Research" (ICLR 2025, arXiv 2408.11052),
 `MichalBortkiewicz/JaxGCRL` `jaxgcrl/agents/crl/{crl,losses,networks}.py` for the defaults
-(256 x 2 swish encoders, representation 64, `norm` energy, logsumexp penalty 0.1, lr 3e-4,
+(256 x 2 swish encoders, representation 64, `distance` energy, logsumexp penalty 0.1, lr 3e-4,
 target entropy `-0.5 |A|`, log-std in [-5, 2]).
 
 Env contract: `obs = concat(state, goal)` with `EnvSpec.goal_indices` the state entries the goal
@@ -165,9 +165,10 @@ class CRL(ContrastiveActorCritic, OffPolicyAgent):
         """`mean(alpha log pi(a | s, g) - f(s, a, g))`, `a ~ pi` reparameterized; the critic
         parameters get no gradient from it."""
         policy = self.policy(actor, jnp.concatenate([s, goal], -1))
-        action, logp = policy.sample_and_log_prob(key)
+        u = policy.sample_raw(key)
+        logp = policy.log_prob_raw(u)
         critic = jax.lax.stop_gradient({k: state.params[k] for k in CRITIC_KEYS})
-        f = self.q_value(critic, s, action, goal)
+        f = self.q_value(critic, s, jnp.tanh(u), goal)
         loss = jnp.mean(jnp.exp(state.log_alpha) * logp - f)
         return loss, ({"train/actor_loss": loss, "train/entropy": -logp.mean(),
                        **policy.metrics()}, logp)

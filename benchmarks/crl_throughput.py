@@ -376,7 +376,8 @@ def ours_configs(s: dict):
     values = {"batch_size": s["batch_size"], "utd_ratio": plan["utd_ratio"], "lr": s["lr"],
               "hidden": (s["h_dim"],) * s["n_hidden"], "repr_dim": s["repr_dim"],
               "gamma": s["discounting"],
-              "logsumexp_penalty": s["logsumexp_penalty"], "energy": s["energy"],
+              "logsumexp_penalty": s["logsumexp_penalty"],
+              "energy": {"norm": "distance", "l2": "sq_distance"}.get(s["energy"], s["energy"]),
               "contrastive_loss": s["contrastive_loss"],
               "learning_starts": plan["prefill_env_steps"] + plan["env_steps_per_collect"],
               "buffer_size": s["max_replay_size"] * s["num_envs"]}

@@ -193,7 +193,7 @@ def train_fused(agent, base_env, spec, cfg: TrainConfig, keys: jax.Array, hps: d
     """All chunks of all seeds/hp members in one `jit(vmap(...))` call (sweeps and tests).
 
     Args:
-        keys: `[S, 2]` PRNG keys, one per member.
+        keys: PRNG keys, one per member: typed `[S]` (`jax.random.key`) or raw `[S, 2]`.
         hps: dict of `[S]` float32 arrays (one value per member).
 
     Returns:

@@ -135,10 +135,10 @@ class AutoReset(Wrapper):
     `final_episode_return` / `final_episode_length` / `final_episode_metrics` (stats of the
     episode that just ended; `final_episode_metrics` is `Episode`'s `episode_metrics` dict of
     per-episode metric sums; where not done, these are the running stats of the current episode),
-    `reset_key` (per-env PRNG keys, uint32 `[N, 2]`), and `traj_id` (int32 `[N]`, a per-slot
-    episode counter: 0 after `reset`, incremented by 1 in the slots that are done in a step, so
-    it changes exactly when a new episode starts; goal relabeling masks by it like JaxGCRL's
-    `TrajectoryIdWrapper`, `jaxgcrl/utils/env.py`).
+    `reset_key` (per-env PRNG keys: typed `[N]`, or raw uint32 `[N, 2]` from a raw key), and
+    `traj_id` (int32 `[N]`, a per-slot episode counter: 0 after `reset`, incremented by 1 in
+    the slots that are done in a step, so it changes exactly when a new episode starts; goal
+    relabeling masks by it like JaxGCRL's `TrajectoryIdWrapper`, `jaxgcrl/utils/env.py`).
     """
 
     def reset(self, key: jax.Array) -> State:

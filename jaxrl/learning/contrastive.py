@@ -18,19 +18,21 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-ENERGIES = ("norm", "l2", "dot", "cosine")
+ENERGIES = ("distance", "sq_distance", "dot", "cosine")
+"""Energy names; JaxGCRL calls `distance` "norm" and `sq_distance` "l2"."""
 LOSSES = ("fwd_infonce", "bwd_infonce", "sym_infonce", "binary_nce")
 
 
-def energy(phi: jax.Array, psi: jax.Array, kind: str = "norm", temperature=1.0) -> jax.Array:
+def energy(phi: jax.Array, psi: jax.Array, kind: str = "distance", temperature=1.0
+           ) -> jax.Array:
     """Pairwise energies `f(phi_i, psi_j)`, the critic's logits (larger = closer).
 
     Args:
         phi: float32 `[B, D]` state-action representations.
         psi: float32 `[K, D]` goal representations.
-        kind: `norm` `-sqrt(||phi - psi||^2 + 1e-6)` (JaxGCRL's default, the paper's "L2"),
-            `l2` `-||phi - psi||^2`, `dot` `phi . psi`, `cosine`
-            `phi . psi / (|phi| |psi|) / temperature`.
+        kind: `distance` `-sqrt(||phi - psi||^2 + 1e-6)` (JaxGCRL's default "norm", the
+            paper's "L2"), `sq_distance` `-||phi - psi||^2` (JaxGCRL's "l2"), `dot`
+            `phi . psi`, `cosine` `phi . psi / (|phi| |psi|) / temperature`.
         temperature: positive float32 scalar, used by `cosine` only.
 
     Returns:
@@ -39,9 +41,9 @@ def energy(phi: jax.Array, psi: jax.Array, kind: str = "norm", temperature=1.0) 
     Raises:
         ValueError: unknown `kind`.
     """
-    if kind in ("norm", "l2"):
+    if kind in ("distance", "sq_distance"):
         sq = jnp.sum(jnp.square(phi[:, None, :] - psi[None, :, :]), axis=-1)
-        return -jnp.sqrt(sq + 1e-6) if kind == "norm" else -sq
+        return -jnp.sqrt(sq + 1e-6) if kind == "distance" else -sq
     if kind == "dot":
         return phi @ psi.T
     if kind == "cosine":
@@ -50,11 +52,11 @@ def energy(phi: jax.Array, psi: jax.Array, kind: str = "norm", temperature=1.0) 
     raise ValueError(f"energy must be one of {', '.join(ENERGIES)}; got {kind!r}.")
 
 
-def pair_energy(phi: jax.Array, psi: jax.Array, kind: str = "norm", temperature=1.0):
+def pair_energy(phi: jax.Array, psi: jax.Array, kind: str = "distance", temperature=1.0):
     """Row-wise `f(phi_i, psi_i)` (the diagonal of `energy`), float32 `[...]` for `[..., D]`."""
-    if kind in ("norm", "l2"):
+    if kind in ("distance", "sq_distance"):
         sq = jnp.sum(jnp.square(phi - psi), axis=-1)
-        return -jnp.sqrt(sq + 1e-6) if kind == "norm" else -sq
+        return -jnp.sqrt(sq + 1e-6) if kind == "distance" else -sq
     if kind == "dot":
         return jnp.sum(phi * psi, axis=-1)
     if kind == "cosine":

@@ -5,8 +5,8 @@ Sources: Eysenbach et al., "Contrastive Learning as Goal-Conditioned Reinforceme
 classifier between future states of `(s, a)` and other goals, trained with InfoNCE; Bortkiewicz
 et al., "Accelerating Goal-Conditioned RL Algorithms and Research" (ICLR 2025, arXiv 2408.11052),
 `MichalBortkiewicz/JaxGCRL` `jaxgcrl/agents/crl/{crl,losses,networks}.py` for the defaults
-(256 x 2 swish encoders, representation 64, `norm` energy, logsumexp penalty 0.1, log-std in
-[-5, 2]). Energies and losses are `jaxrl.learning.contrastive`.
+(256 x 2 swish encoders, representation 64, `distance` energy (their "norm"), logsumexp
+penalty 0.1, log-std in [-5, 2]). Energies and losses are `jaxrl.learning.contrastive`.
 
 Env contract: `obs = concat(state, goal)` with `EnvSpec.goal_indices` the state entries the goal
 refers to (`state_dim = obs_dim - len(goal_indices)`); the reward is never read.
@@ -42,14 +42,15 @@ class ContrastiveConfig:
     """LayerNorm after every hidden layer (keeps deep/wide encoders trainable)."""
     skip_connections: int = 0
     """Residual connection around every this many hidden layers (0: none; JaxGCRL 4)."""
-    energy: str = "norm"
-    """`norm` (-L2 distance), `l2` (-squared), `dot`, `cosine` (learned temperature)."""
+    energy: str = "distance"
+    """`distance` (-L2 distance; JaxGCRL's "norm"), `sq_distance` (-squared; JaxGCRL's "l2"),
+    `dot`, `cosine` (learned temperature)."""
     contrastive_loss: str = "fwd_infonce"
     """`fwd_infonce`, `bwd_infonce`, `sym_infonce` or `binary_nce`."""
     logsumexp_penalty: float | None = None
     """Weight of `mean(LSE_row^2)` in the critic loss. None: 0.1 (JaxGCRL) for InfoNCE with the
-    `norm`, `l2` or `dot` energy; 0 for `cosine` (bounded logits) and `binary_nce`, which did not
-    learn with 0.1 (numbers in `benchmarks/RESULTS.md`)."""
+    `distance`, `sq_distance` or `dot` energy; 0 for `cosine` (bounded logits) and `binary_nce`
+    (did not learn with 0.1)."""
     log_std_min: float = -5.0
     """Lower bound of the actor's log-std."""
     log_std_max: float = 2.0

@@ -27,9 +27,20 @@ def build(agent_name: str, env_name: str, cfg: loop.TrainConfig, agent_config):
     return agent, env, spec
 
 
-def seed_keys(cfg: loop.TrainConfig) -> jax.Array:
-    """`[S, 2]` keys for seeds `seed .. seed + num_seeds - 1` (distinct, never shared)."""
-    return jnp.stack([jax.random.PRNGKey(cfg.seed + i) for i in range(cfg.num_seeds)])
+def seed_keys(cfg: loop.TrainConfig, typed: bool = False) -> jax.Array:
+    """Keys for seeds `seed .. seed + num_seeds - 1` (distinct, never shared): raw uint32
+    `[S, 2]` (`jax.random.PRNGKey`), or with `typed` a typed key array `[S]`
+    (`jax.random.key`; same random numbers with the default threefry implementation)."""
+    make = jax.random.key if typed else jax.random.PRNGKey
+    return jnp.stack([make(cfg.seed + i) for i in range(cfg.num_seeds)])
+
+
+def key_like(like: jax.Array, seed: int) -> jax.Array:
+    """A key from `seed` of the same kind as `like`: typed (`jax.random.key`, `like`'s
+    implementation) when `like` is a typed key array, else raw (`jax.random.PRNGKey`)."""
+    if jnp.issubdtype(like.dtype, jax.dtypes.prng_key):
+        return jax.random.key(seed, impl=jax.random.key_impl(like))
+    return jax.random.PRNGKey(seed)
 
 
 def stack_hp(hp: dict, n: int) -> dict:

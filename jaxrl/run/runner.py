@@ -28,7 +28,7 @@ import numpy as np
 
 from jaxrl.engine import loop, parallel, rollout, wrappers
 from jaxrl.run import checkpoint
-from jaxrl.run.assemble import build, seed_keys, stack_hp
+from jaxrl.run.assemble import build, key_like, seed_keys, stack_hp
 from jaxrl.run.logging import Logger, read_jsonl
 
 
@@ -95,7 +95,7 @@ def evaluate_run(
     state = loaded.runner.agent_state
     if seed_index is not None:
         state = jax.tree.map(lambda x: x[seed_index : seed_index + 1], state)
-    return jax.device_get(evaluator(state, jax.random.PRNGKey(seed)))
+    return jax.device_get(evaluator(state, key_like(loaded.runner.key, seed)))
 
 
 def summarize_eval(ev: dict, row: int | None = None) -> dict[str, float]:
@@ -303,13 +303,13 @@ def _run_chunks(
 ):
     """Runs chunks `len(records) + 1 .. num_chunks`; returns (runner, records, train seconds).
 
-    The eval key of chunk i is `fold_in(PRNGKey(seed + 10_000), i)`, so a resumed run
-    evaluates as the uninterrupted one did.
+    The eval key of chunk i is `fold_in(PRNGKey(seed + 10_000), i)` (a typed key of the same
+    bits when the run's keys are typed), so a resumed run evaluates as the uninterrupted one did.
     """
     records = list(records or [])
     train_s = float(records[-1]["wall_time"]) if records else 0.0
     steps_per_chunk = cfg.iterations_per_chunk * cfg.env_steps_per_iteration * cfg.num_seeds
-    eval_key = jax.random.PRNGKey(cfg.seed + 10_000)
+    eval_key = key_like(runner.key, cfg.seed + 10_000)
     for i in range(len(records), cfg.num_chunks):
         t = time.time()
         new, metrics = compiled(runner)

@@ -10,13 +10,19 @@ import pytest
 from jaxrl.engine import wrappers
 from jaxrl.envs import EnvAssetError, UnknownEnvError, list_envs, make, make_spec, registry
 
-SHARED_MENAGERIE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "assets",
+SHARED_MENAGERIE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "assets",
                                 "menagerie")
 ALL = [n for names in list_envs().values() for n in names]
 # Compiled and run on every CI run (one per simulator family); `JAXRL_TEST_ALL_ENVS=1` compiles
 # every env (about an hour on 2 cores).
 JIT_SUBSET = ["PointMass", "ReacherEasy", "ant", "inverted_pendulum", "DoneAfterK"]
 JIT_NAMES = ALL if os.environ.get("JAXRL_TEST_ALL_ENVS") else JIT_SUBSET
+# The quick loop (`-m "not slow"`) loads one env per family; the rest run in the default suite.
+QUICK = {"CartpoleBalance", "ant", "DoneAfterK", "PointMaze"}
+
+
+def _quick_or_slow(names):
+    return [pytest.param(n, marks=() if n in QUICK else pytest.mark.slow) for n in names]
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +37,7 @@ def test_registry_lists_both_simulators():
     assert "ant" in envs["brax"] and len(envs["playground"]) >= 50
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", _quick_or_slow(ALL))
 def test_env_loads_and_traces(name):
     """Loads offline and traces reset + step through the training wrappers (no compile), or
     fails with an error that names $JAXRL_MENAGERIE_PATH."""
@@ -50,7 +56,7 @@ def test_env_loads_and_traces(name):
     assert nxt.reward.shape == (2,)
 
 
-@pytest.mark.parametrize("name", JIT_NAMES)
+@pytest.mark.parametrize("name", _quick_or_slow(JIT_NAMES))
 def test_env_resets_and_steps_under_jit(name):
     try:
         env = make(name)

@@ -74,8 +74,9 @@ def toy_run():
 
 def test_ppo_learns_toy_point_mass(toy_run):
     """A zero-action policy scores about 60 (the mass stays where it starts, |x0| ~ U(0, 1)); a
-    good policy brings it to the origin and holds it (about 90)."""
+    good policy brings it to the origin and holds it (about 90). The first chunk's training
+    episodes, collected while learning starts, score about 45."""
     final = toy_run.records[-1]["eval/episode_return"]
-    first = toy_run.records[0]["eval/episode_return"]
     assert final > 80.0, toy_run.records
-    assert final > first
+    first_train = toy_run.records[0]["episode/return"]
+    assert toy_run.records[-1]["episode/return"] > first_train + 20.0, toy_run.records

@@ -182,10 +182,16 @@ def test_bad_input_raises_before_compiling(overrides, match, monkeypatch):
         runner.build("sac", "PointMass1D", cfg, lookup("sac")[1](**overrides))
 
 
-def test_fastdsac_rejects_non_gaussian_critic():
-    with pytest.raises(ValueError, match="gaussian"):
-        runner.build("fastdsac", "PointMass1D", _toy_cfg(),
-                     lookup("fastdsac")[1](critic_type="scalar"))
+def test_each_sac_family_class_accepts_only_what_it_implements():
+    """FastDSAC's critic is always the Gaussian one and its log-std bounds come from
+    `std_bound_mode`: its config has no `critic_type` or `log_std_min/max`; SAC has no Gaussian
+    critic."""
+    fields = {f.name for f in dataclasses.fields(lookup("fastdsac")[1])}
+    assert not fields & {"critic_type", "num_atoms", "v_min", "v_max", "log_std_min",
+                         "log_std_max"}
+    with pytest.raises(ValueError, match="critic_type must be one of scalar, categorical"):
+        runner.build("sac", "PointMass1D", _toy_cfg(),
+                     lookup("sac")[1](critic_type="gaussian"))
 
 
 def test_distributional_clipped_double_q_takes_the_lower_head():

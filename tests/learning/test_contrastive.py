@@ -14,18 +14,18 @@ L3 = jnp.array([[2.0, 0.0, -1.0], [0.0, 1.0, 0.0], [-1.0, 1.0, 3.0]])
 
 def test_energies_hand_computed():
     phi, psi = jnp.zeros((1, 2)), jnp.array([[3.0, 4.0]])
-    assert float(C.energy(phi, psi, "norm")[0, 0]) == pytest.approx(-np.sqrt(25 + 1e-6), 1e-7)
-    assert float(C.energy(phi, psi, "l2")[0, 0]) == -25.0
+    assert float(C.energy(phi, psi, "distance")[0, 0]) == pytest.approx(-np.sqrt(25 + 1e-6), 1e-7)
+    assert float(C.energy(phi, psi, "sq_distance")[0, 0]) == -25.0
     assert float(C.energy(phi, psi, "dot")[0, 0]) == 0.0
     # A closer goal representation always has a larger energy.
     near = jnp.array([[0.3, 0.4]])
-    for kind in ("norm", "l2"):
+    for kind in ("distance", "sq_distance"):
         assert float(C.energy(phi, near, kind)[0, 0]) > float(C.energy(phi, psi, kind)[0, 0])
     # Cosine of identical vectors is 1 / temperature, whatever the rest of the batch holds.
     x = jnp.array([[1.0, 2.0], [-5.0, 0.5], [40.0, 1.0]])
     np.testing.assert_allclose(np.diag(C.energy(x, x, "cosine", 0.25)), 4.0, rtol=1e-6)
-    np.testing.assert_allclose(C.pair_energy(x, x[::-1], "l2"),
-                               np.diag(C.energy(x, x[::-1], "l2")), rtol=1e-6)
+    np.testing.assert_allclose(C.pair_energy(x, x[::-1], "sq_distance"),
+                               np.diag(C.energy(x, x[::-1], "sq_distance")), rtol=1e-6)
     with pytest.raises(ValueError, match="energy must be one of"):
         C.energy(phi, psi, "manhattan")
 
