@@ -17,6 +17,7 @@ from flax import struct
 
 from jaxrl.engine import rollout as rollout_lib
 from jaxrl.engine import wrappers
+from jaxrl.engine.contract import Agent
 from jaxrl.engine.types import State, Transition
 
 
@@ -102,7 +103,7 @@ def make_env(base_env, cfg: TrainConfig):
     return wrappers.wrap_for_training(base_env, cfg.num_envs, length, cfg.action_repeat)
 
 
-def make_train(agent, base_env, spec, cfg: TrainConfig):
+def make_train(agent: Agent, base_env, spec, cfg: TrainConfig):
     """Returns `init(key, hp) -> RunState` and `chunk(RunState) -> (RunState, metrics)` (pure)."""
     env = make_env(base_env, cfg)
 
@@ -189,7 +190,8 @@ def _summarize(metrics: dict) -> dict:
     return out
 
 
-def train_fused(agent, base_env, spec, cfg: TrainConfig, keys: jax.Array, hps: dict):
+def train_fused(agent: Agent, base_env, spec, cfg: TrainConfig, keys: jax.Array,
+                hps: dict):
     """All chunks of all seeds/hp members in one `jit(vmap(...))` call (sweeps and tests).
 
     Args:

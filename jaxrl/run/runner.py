@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.engine import loop, parallel, rollout, wrappers
+from jaxrl.engine.contract import Agent
 from jaxrl.run import checkpoint
 from jaxrl.run.assemble import build, key_like, seed_keys, stack_hp
 from jaxrl.run.logging import Logger, read_jsonl
@@ -62,7 +63,7 @@ class RunResult:
     run_dir: str | None
 
 
-def make_evaluator(agent, env, spec, cfg: loop.TrainConfig):
+def make_evaluator(agent: Agent, env, spec, cfg: loop.TrainConfig):
     """jitted `(agent_state [S], key) -> eval metrics [S]`, deterministic policy."""
     length = cfg.episode_length or spec.episode_length
     eval_env = wrappers.wrap_for_eval(env, cfg.num_eval_envs, length, cfg.action_repeat)
@@ -234,7 +235,7 @@ def _rewrite_metrics(run_dir: str, records: list[dict]) -> None:
     os.replace(path + ".tmp", path)
 
 
-def _session(agent, env, spec, cfg, start, run_dir, progress, resolved, records=()):
+def _session(agent: Agent, env, spec, cfg, start, run_dir, progress, resolved, records=()):
     """Compiles, runs the chunks after `len(records)`, saves final params and summary."""
     _, chunk = loop.make_train(agent, env, spec, cfg)
     saver = (
