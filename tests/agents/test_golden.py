@@ -1,7 +1,8 @@
 """Golden runs: refactors must not change what any agent learns.
 
 Every registered agent (plus SAC variants that switch on the paths the profiles do not cover)
-trains two chunks of two vmapped seeds on a pure-JAX env with fixed seeds; the final params and
+trains two chunks of two vmapped seeds on a pure-JAX env with fixed seeds, from typed PRNG keys
+(the record was made from raw keys before typed keys were supported); the final params and
 the per-chunk metrics are compared with the values recorded in `tests/golden/` before the code
 was restructured. On the machine kind the values were recorded on (same jax/jaxlib, CPU with the
 same vector extensions) the comparison is bit-exact; elsewhere float rounding of the compiled
@@ -103,7 +104,10 @@ def _run(name: str):
     agent_cfg = agent_lib.lookup(agent_name)[1](**overrides)
     agent, env, spec = runner.build(agent_name, env_name, cfg, agent_cfg)
     hps = runner.stack_hp(agent.default_hp(), cfg.num_seeds)
-    final, metrics = loop.train_fused(agent, env, spec, cfg, runner.seed_keys(cfg), hps)
+    # Typed keys (`jax.random.key`): the record was made from raw `PRNGKey`s, so matching it
+    # also shows typed keys give the same numbers as raw ones for every agent.
+    keys = runner.seed_keys(cfg, typed=True)
+    final, metrics = loop.train_fused(agent, env, spec, cfg, keys, hps)
     return final.agent_state.params, metrics
 
 

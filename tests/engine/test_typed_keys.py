@@ -90,7 +90,20 @@ def _typed_run(name: str):
 
 
 @pytest.mark.parametrize("name", agent_lib.list_agents())
-def test_one_chunk_from_typed_keys_reuses_no_key(name):
+def test_every_agent_traces_from_typed_keys_without_key_reuse(name):
+    """The key-reuse checker works on the traced program, so tracing is the check; the golden
+    runs (`tests/agents/test_golden.py`) then train every agent two chunks from typed keys and
+    match the raw-key record bit for bit."""
+    *_, cfg, hps, init, chunk = _setup(name)
+    keys = assemble.seed_keys(cfg, typed=True)
+    with jax.debug_key_reuse(True):
+        start = jax.jit(jax.vmap(init)).trace(keys, hps).out_info
+        one_seed = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), start)
+        jax.jit(chunk).trace(one_seed)  # raises jax.errors.KeyReuseError on reuse
+
+
+@pytest.mark.parametrize("name", RAW_BY_DEFAULT + ("ppo",))
+def test_one_chunk_from_typed_keys_runs(name):
     cfg = _setup(name)[3]
     start, run, metrics = _typed_run(name)
     s, n = cfg.num_seeds, cfg.num_envs
