@@ -10,6 +10,7 @@ nbclient = pytest.importorskip("nbclient", reason="install the `notebooks` extra
 NOTEBOOKS = sorted((pathlib.Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
 
+@pytest.mark.slow  # a kernel and a training run: out of the quick loop, in the default suite
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path):
     nb = nbformat.read(path, as_version=4)

@@ -117,6 +117,7 @@ def _flat(params, metrics) -> dict[str, np.ndarray]:
     return out
 
 
+@pytest.mark.slow  # ten compiles (2-3 minutes): in the default suite, not the quick loop
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden_run(name):
     params, metrics = _run(name)

@@ -132,7 +132,8 @@ AGENT_SETTINGS = {
 }
 
 
-@pytest.mark.parametrize("name", list(AGENT_SETTINGS))
+@pytest.mark.parametrize("name", [  # `sac` in the quick loop; the profiles in the default suite
+    pytest.param(n, marks=() if n == "sac" else pytest.mark.slow) for n in AGENT_SETTINGS])
 def test_agent_two_chunks_on_toy_env(name):
     agent_name = "warpsac" if name == "warpsac-a" else name
     cfg = _toy_cfg(num_seeds=2)  # the fused sweep mode: one buffer per seed

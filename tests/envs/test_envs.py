@@ -17,12 +17,14 @@ ALL = [n for names in list_envs().values() for n in names]
 # every env (about an hour on 2 cores).
 JIT_SUBSET = ["PointMass", "ReacherEasy", "ant", "inverted_pendulum", "DoneAfterK"]
 JIT_NAMES = ALL if os.environ.get("JAXRL_TEST_ALL_ENVS") else JIT_SUBSET
-# The quick loop (`-m "not slow"`) loads one env per family; the rest run in the default suite.
+# The quick loop (`-m "not slow"`) traces one env per family and compiles a toy env; the rest
+# run in the default suite.
 QUICK = {"CartpoleBalance", "ant", "DoneAfterK", "PointMaze"}
+QUICK_JIT = {"DoneAfterK"}
 
 
-def _quick_or_slow(names):
-    return [pytest.param(n, marks=() if n in QUICK else pytest.mark.slow) for n in names]
+def _quick_or_slow(names, quick=QUICK):
+    return [pytest.param(n, marks=() if n in quick else pytest.mark.slow) for n in names]
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +58,7 @@ def test_env_loads_and_traces(name):
     assert nxt.reward.shape == (2,)
 
 
-@pytest.mark.parametrize("name", _quick_or_slow(JIT_NAMES))
+@pytest.mark.parametrize("name", _quick_or_slow(JIT_NAMES, QUICK_JIT))
 def test_env_resets_and_steps_under_jit(name):
     try:
         env = make(name)

@@ -5,34 +5,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from replay_helpers import example_row, make_traj
 
-from jaxrl.engine.types import Transition
 from jaxrl.learning import replay
-
-
-def _traj(obs, reward, terminated=None, truncated=None, next_obs=None, action=None):
-    """Transition[T, N] from numpy arrays (flags default to 0, next_obs to obs + 100)."""
-    reward = jnp.asarray(reward, jnp.float32)
-    zeros = jnp.zeros_like(reward)
-    obs = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), obs)
-    if next_obs is None:
-        next_obs = jax.tree.map(lambda x: x + 100.0, obs)
-    if action is None:
-        action = jnp.zeros(reward.shape + (1,), jnp.float32)
-    return Transition(
-        obs=obs,
-        action=jnp.asarray(action),
-        reward=jnp.asarray(reward),
-        terminated=jnp.asarray(zeros if terminated is None else terminated, jnp.float32),
-        truncated=jnp.asarray(zeros if truncated is None else truncated, jnp.float32),
-        next_obs=jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), next_obs),
-    )
-
-
-
-def _example(traj):
-    return jax.tree.map(lambda x: x[0], traj)
-
 
 
 @pytest.mark.parametrize("decay_steps", [0.0, 5.0, -5.0])
@@ -42,9 +17,9 @@ def test_never_samples_unwritten_rows(decay_steps):
     for written in (13, 50, 77):  # partly filled, exactly full, wrapped
         t = written - (0 if state is None else int(state.clock))
         idx = (np.arange(t) + written - t)[:, None] * 10.0 + np.arange(n) + 10.0  # write idx + 1
-        tr = _traj(idx[..., None], np.zeros((t, n)))
+        tr = make_traj(idx[..., None], np.zeros((t, n)))
         if state is None:
-            state = replay.init(_example(tr), c)
+            state = replay.init(example_row(tr), c)
         state = replay.add(state, tr)
         batch = replay.sample(state, jax.random.PRNGKey(written), 10_000, decay_steps=decay_steps)
         write_idx = np.asarray(batch.obs[:, 0]).astype(np.int64) // 10 - 1
@@ -57,8 +32,8 @@ def test_never_samples_unwritten_rows(decay_steps):
 def test_uniform_sampling_is_uniform_over_rows_and_envs():
     c, n, t = 20, 3, 8
     idx = np.arange(t)[:, None] * 10.0 + np.arange(n)
-    tr = _traj(idx[..., None], np.zeros((t, n)))
-    state = replay.add(replay.init(_example(tr), c), tr)
+    tr = make_traj(idx[..., None], np.zeros((t, n)))
+    state = replay.add(replay.init(example_row(tr), c), tr)
     batch = replay.sample(state, jax.random.PRNGKey(1), 240_000)
     counts = np.bincount(np.asarray(batch.obs[:, 0]).astype(np.int64), minlength=80)
     counts = counts[idx.astype(np.int64).ravel()]
@@ -73,7 +48,7 @@ def _line(rewards, terminated=None, truncated=None, final=None):
     if final is not None:
         nxt[final[0]] = final[1]
     col = lambda x: None if x is None else np.asarray(x, np.float32)[:, None]  # noqa: E731
-    return _traj(
+    return make_traj(
         np.arange(t, dtype=np.float32)[:, None, None],
         col(rewards),
         col(terminated),
@@ -84,7 +59,7 @@ def _line(rewards, terminated=None, truncated=None, final=None):
 
 
 def _from_row(traj, row, n_step, gamma=0.9, capacity=10):
-    state = replay.add(replay.init(_example(traj), capacity), traj)
+    state = replay.add(replay.init(example_row(traj), capacity), traj)
     batch = replay.sample(state, jax.random.PRNGKey(0), 400, n_step=n_step, gamma=gamma)
     pick = np.asarray(batch.obs[:, 0]) == row
     assert pick.any()
@@ -124,7 +99,7 @@ def test_nstep_window_stops_at_write_head_also_after_wraparound():
     # Wrapped: 6 rows into capacity 4 keeps steps 2..5 in rows [4, 5, 2, 3]; pos = 2.
     tr = _line([1, 2, 3, 4, 5, 6])
     state = replay.add(
-        replay.add(replay.init(_example(tr), 4), jax.tree.map(lambda x: x[:4], tr)),
+        replay.add(replay.init(example_row(tr), 4), jax.tree.map(lambda x: x[:4], tr)),
         jax.tree.map(lambda x: x[4:], tr),
     )
     batch = replay.sample(state, jax.random.PRNGKey(3), 400, n_step=3, gamma=1.0)
@@ -148,8 +123,8 @@ def test_swd_weights_values():
     "decay_steps,probs", [(2000.0, [0.625, 0.3125, 0.0625]), (0.0, [1 / 3, 1 / 3, 1 / 3])]
 )
 def test_swd_sampling_probabilities(decay_steps, probs):
-    tr = _traj(np.arange(3, dtype=np.float32)[:, None, None], np.zeros((3, 1)))
-    state = replay.add(replay.init(_example(tr), 3), tr)
+    tr = make_traj(np.arange(3, dtype=np.float32)[:, None, None], np.zeros((3, 1)))
+    state = replay.add(replay.init(example_row(tr), 3), tr)
     state = state.replace(
         write_time=jnp.array([5000, 4000, 0], jnp.int32), clock=jnp.array(5001, jnp.int32)
     )  # ages 0, 1000, 5000
@@ -164,8 +139,8 @@ def test_swd_sampling_probabilities(decay_steps, probs):
 def test_swd_sampling_large_buffer_follows_age_profile():
     """200k wrapped rows: the exact integer CDF keeps per-age-band mass right."""
     c, d = 200_000, 50_000.0
-    tr = _traj(np.zeros((c, 1, 1), np.float32), np.zeros((c, 1)))
-    state = replay.add(replay.init(_example(tr), c), tr)
+    tr = make_traj(np.zeros((c, 1, 1), np.float32), np.zeros((c, 1)))
+    state = replay.add(replay.init(example_row(tr), c), tr)
     state = replay.add(state, jax.tree.map(lambda x: x[: c // 3], tr))  # wrap; pos = c // 3
     state = state.replace(
         data=dict(

@@ -5,36 +5,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from replay_helpers import example_row, make_traj
 
 from jaxrl.engine import rollout, wrappers
-from jaxrl.engine.types import Transition
 from jaxrl.envs import toy
 from jaxrl.learning import replay
-
-
-def _traj(obs, reward, terminated=None, truncated=None, next_obs=None, action=None):
-    """Transition[T, N] from numpy arrays (flags default to 0, next_obs to obs + 100)."""
-    reward = jnp.asarray(reward, jnp.float32)
-    zeros = jnp.zeros_like(reward)
-    obs = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), obs)
-    if next_obs is None:
-        next_obs = jax.tree.map(lambda x: x + 100.0, obs)
-    if action is None:
-        action = jnp.zeros(reward.shape + (1,), jnp.float32)
-    return Transition(
-        obs=obs,
-        action=jnp.asarray(action),
-        reward=jnp.asarray(reward),
-        terminated=jnp.asarray(zeros if terminated is None else terminated, jnp.float32),
-        truncated=jnp.asarray(zeros if truncated is None else truncated, jnp.float32),
-        next_obs=jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), next_obs),
-    )
-
-
-
-def _example(traj):
-    return jax.tree.map(lambda x: x[0], traj)
-
 
 
 class NumpyRing:
@@ -94,7 +69,7 @@ def _random_traj(rng, t, n, clock):
     idx = (clock + np.arange(t))[:, None] * 10.0 + np.arange(n)[None]
     obs = {"a": rng.normal(size=(t, n, 2)), "b": idx}
     nxt = {"a": rng.normal(size=(t, n, 2)), "b": idx + 0.5}
-    return _traj(
+    return make_traj(
         obs,
         rng.normal(size=(t, n)),
         rng.random((t, n)) < 0.15,
@@ -117,7 +92,7 @@ def test_storage_matches_numpy_reference_and_nstep_windows_match_loop():
     for i, t in enumerate([1, 3, 7, 2, 5, 1, 6, 4, 7]):
         tr = _random_traj(rng, t, n, ref.clock)
         if state is None:
-            state = replay.init(_example(tr), c)
+            state = replay.init(example_row(tr), c)
         state = add(state, tr)
         ref.add(tr)
         assert (int(state.pos), int(state.size), int(state.clock)) == (ref.pos, ref.size, ref.clock)
@@ -156,15 +131,15 @@ def test_storage_matches_numpy_reference_and_nstep_windows_match_loop():
 
 
 def test_add_validates_lengths_and_shapes():
-    tr = _traj(np.zeros((4, 2, 3)), np.zeros((4, 2)))
-    state = replay.init(_example(tr), 3)
+    tr = make_traj(np.zeros((4, 2, 3)), np.zeros((4, 2)))
+    state = replay.init(example_row(tr), 3)
     with pytest.raises(ValueError, match="cannot add 4 rows"):
         replay.add(state, tr)
-    bad = _traj(np.zeros((2, 2, 3)), np.zeros((2, 1)))
+    bad = make_traj(np.zeros((2, 2, 3)), np.zeros((2, 1)))
     with pytest.raises(ValueError, match="does not match"):
         replay.add(state, bad)
     with pytest.raises(ValueError, match="capacity_per_env"):
-        replay.init(_example(tr), 0)
+        replay.init(example_row(tr), 0)
 
 
 
@@ -176,7 +151,7 @@ def test_truncation_stored_with_final_obs_via_real_wrappers():
     _, tr = jax.jit(lambda s, k: rollout.rollout(env, policy, s, k, 8))(
         state, jax.random.PRNGKey(1)
     )
-    buf = replay.add(replay.init(_example(tr), 16), tr)
+    buf = replay.add(replay.init(example_row(tr), 16), tr)
     obs, nxt = np.asarray(buf.data["obs"][:8]), np.asarray(buf.data["next_obs"][:8])
     trunc = np.asarray(buf.data["truncated"][:8])
     np.testing.assert_array_equal(trunc[:, 0], [0, 0, 1, 0, 0, 1, 0, 0])
@@ -197,12 +172,12 @@ def test_truncation_stored_with_final_obs_via_real_wrappers():
 def test_bf16_storage_roundtrip():
     rng = np.random.default_rng(0)
     obs = {"x": rng.normal(size=(4, 2, 5)).astype(np.float32), "i": np.ones((4, 2), np.int32)}
-    tr = _traj(obs, np.zeros((4, 2)), next_obs=jax.tree.map(lambda x: x * 3, obs))
+    tr = make_traj(obs, np.zeros((4, 2)), next_obs=jax.tree.map(lambda x: x * 3, obs))
     tr = tr.replace(
         obs=dict(tr.obs, i=jnp.asarray(obs["i"])),
         next_obs=dict(tr.next_obs, i=jnp.asarray(obs["i"] * 3)),
     )
-    state = replay.add(replay.init(_example(tr), 4, obs_dtype=jnp.bfloat16), tr)
+    state = replay.add(replay.init(example_row(tr), 4, obs_dtype=jnp.bfloat16), tr)
     assert state.data["obs"]["x"].dtype == jnp.bfloat16
     assert state.data["next_obs"]["x"].dtype == jnp.bfloat16
     assert state.data["obs"]["i"].dtype == jnp.int32 and state.data["action"].dtype == jnp.float32
@@ -221,12 +196,12 @@ def test_bf16_storage_roundtrip():
 def test_vmap_over_seeds_jit_scan_and_cond():
     """Two buffers (two seeds) filled and sampled in one jitted vmapped scan with a cond."""
     n, c = 2, 5
-    example = _example(_traj(np.zeros((1, n, 1)), np.zeros((1, n))))
+    example = example_row(make_traj(np.zeros((1, n, 1)), np.zeros((1, n))))
 
     def run(key, gamma):
         def body(buf, t):
             obs = jnp.full((1, n, 1), t, jnp.float32) + jax.random.uniform(key)
-            tr = _traj(obs, jnp.ones((1, n)))
+            tr = make_traj(obs, jnp.ones((1, n)))
             buf = replay.add(buf, tr)
             r = jax.lax.cond(
                 buf.size >= 3,
