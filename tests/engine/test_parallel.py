@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = r"""
 import dataclasses, json, sys
 import jax, numpy as np
@@ -31,6 +33,7 @@ def _run(devices: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # two subprocesses that compile a run each: in the default suite only
 def test_seed_axis_sharded_over_devices_matches_one_device():
     one, four = _run(1), _run(4)
     assert (one["devices"], one["shards"]) == (1, 1)
