@@ -38,9 +38,17 @@ class CommonArgs:
     """Show the progress bar."""
 
 
+def _registry():
+    """The agent registry (`jaxrl.engine.contract`) with the built-in agents registered."""
+    import jaxrl.agents  # noqa: F401  (registers them)
+    from jaxrl.engine import contract
+
+    return contract
+
+
 def _args_type():
     """TrainArgs: CommonArgs + `train: TrainConfig` (flags without prefix) + one group per agent."""
-    from jaxrl.engine import contract as agent_lib
+    agent_lib = _registry()
     from jaxrl.engine.loop import TrainConfig
 
     fields = [("train", Annotated[TrainConfig, tyro.conf.OmitArgPrefixes],
@@ -63,7 +71,7 @@ def _preset_name(argv: list[str]) -> str:
 def defaults_from_preset(name: str):
     """A TrainArgs instance holding the preset's values (raises on an unknown preset)."""
     from jaxrl import configs
-    from jaxrl.engine import contract as agent_lib
+    agent_lib = _registry()
 
     preset = configs.get(name)
     cls = _args_type()
@@ -79,7 +87,7 @@ def resolve(argv: list[str]):
         ValueError: unknown preset/agent/env, or invalid sizes and budgets (before compiling).
         SystemExit: unknown flags or unparsable values (tyro's message).
     """
-    from jaxrl.engine import contract as agent_lib
+    agent_lib = _registry()
     from jaxrl.envs import registry
 
     defaults = defaults_from_preset(_preset_name(argv))
@@ -93,7 +101,7 @@ def resolve(argv: list[str]):
 
 
 def _agent_names() -> tuple[str, ...]:
-    from jaxrl.engine import contract as agent_lib
+    agent_lib = _registry()
 
     return agent_lib.list_agents()
 
@@ -192,7 +200,7 @@ def list_cmd(what: Annotated[Literal["envs", "agents", "presets"], tyro.conf.Pos
         for source, names in list_envs().items():
             print(f"{source} ({len(names)}): {', '.join(names)}")
     elif what == "agents":
-        from jaxrl.engine.contract import list_agents
+        list_agents = _registry().list_agents
 
         print("\n".join(list_agents()))
     else:

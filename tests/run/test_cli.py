@@ -3,6 +3,8 @@
 import glob
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -90,3 +92,11 @@ def test_toy_run_writes_run_dir(tmp_path, capsys):
     params = runner.load_params(os.path.join(run_dir, "final_params"))
     assert params["policy"]["params"]["Dense_0"]["kernel"].shape == (1, 2, 32)  # [seeds, in, out]
     assert checkpoint.existing_steps(run_dir) == [1, 2]  # checkpoint_every = 1
+
+
+def test_list_agents_in_a_fresh_interpreter():
+    """`jaxrl list agents` registers the built-in agents itself (nothing imported before)."""
+    out = subprocess.run(
+        [sys.executable, "-c", "from jaxrl.run.cli import main; main(['list', 'agents'])"],
+        capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.split() == ["ppo", "sac", "fastdsac", "warpsac", "crl", "cppo"]
