@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import struct
+from tree_helpers import assert_trees_equal
 
 from jaxrl.engine import contract, loop
 from jaxrl.learning import optim, replay
@@ -155,14 +156,6 @@ def straight(registered, tmp_path_factory):
     return result
 
 
-def _assert_trees_equal(a, b) -> None:
-    leaves_a, tree_a = jax.tree_util.tree_flatten_with_path(a)
-    leaves_b, tree_b = jax.tree.flatten(b)
-    assert tree_a == tree_b
-    for (path, x), y in zip(leaves_a, leaves_b, strict=True):
-        assert np.array_equal(np.asarray(x), np.asarray(y)), jax.tree_util.keystr(path)
-
-
 def _strip(records: list[dict]) -> list[dict]:
     """Records without timings; NaN (no episode finished yet) made comparable."""
     def norm(v):
@@ -205,9 +198,9 @@ def test_new_agent_resumes_bit_identically(straight, tmp_path):
     with open(metrics, "w") as f:
         f.writelines(lines[:-1])
     resumed = runner.resume(run_dir, progress=False)
-    _assert_trees_equal(straight.runner.agent_state.params, resumed.runner.agent_state.params)
-    _assert_trees_equal(straight.runner.agent_state.buffer, resumed.runner.agent_state.buffer)
-    _assert_trees_equal(straight.runner, resumed.runner)
+    assert_trees_equal(straight.runner.agent_state.params, resumed.runner.agent_state.params)
+    assert_trees_equal(straight.runner.agent_state.buffer, resumed.runner.agent_state.buffer)
+    assert_trees_equal(straight.runner, resumed.runner)
     assert _strip(resumed.records) == _strip(straight.records)
     assert _strip(jl.read_jsonl(metrics)) == _strip(
         jl.read_jsonl(os.path.join(straight.run_dir, "metrics.jsonl")))

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import struct
+from tree_helpers import assert_trees_equal
 
 from jaxrl import configs
 from jaxrl.agents import PPOConfig
@@ -121,14 +122,6 @@ def _same_records(a: list[dict], b: list[dict]) -> bool:
     )
 
 
-def _assert_trees_equal(a, b) -> None:
-    leaves_a, tree_a = jax.tree_util.tree_flatten_with_path(a)
-    leaves_b, tree_b = jax.tree.flatten(b)
-    assert tree_a == tree_b
-    for (path, x), y in zip(leaves_a, leaves_b, strict=True):
-        assert np.array_equal(np.asarray(x), np.asarray(y)), jax.tree_util.keystr(path)
-
-
 def _snapshot(directory: str) -> dict:
     """Relative path -> sha256 of every file under `directory`."""
     out = {}
@@ -180,7 +173,7 @@ def test_interrupt_saves_last_completed_chunk(runs, capsys):
 
 
 def test_resume_is_bit_identical(runs):
-    _assert_trees_equal(runs.straight.runner, runs.resumed.runner)
+    assert_trees_equal(runs.straight.runner, runs.resumed.runner)
     assert [r["chunk"] for r in runs.resumed.records] == [1, 2, 3, 4]
     assert _same_records(runs.straight.records, runs.resumed.records)
     assert _records(os.path.join(runs.straight_dir, "metrics.jsonl")) == _records(
@@ -190,7 +183,7 @@ def test_resume_is_bit_identical(runs):
     assert checkpoint.existing_steps(runs.killed_dir) == [2, 3, 4]
     assert checkpoint.existing_steps(runs.straight_dir) == [2, 3, 4]
     final = runner.load_params(os.path.join(runs.killed_dir, "final_params"))
-    _assert_trees_equal(runs.straight.runner.agent_state.params, final)
+    assert_trees_equal(runs.straight.runner.agent_state.params, final)
 
 
 def test_cli_resume_drops_records_after_checkpoint(runs, capsys):
@@ -203,7 +196,7 @@ def test_cli_resume_drops_records_after_checkpoint(runs, capsys):
     assert _records(metrics) == _records(os.path.join(runs.straight_dir, "metrics.jsonl"))
     loaded = checkpoint.load_run(runs.cli)
     assert loaded.chunk == CHUNKS and loaded.cfg == CFG and loaded.agent_config == AGENT_CFG
-    _assert_trees_equal(runs.straight.runner, loaded.runner)
+    assert_trees_equal(runs.straight.runner, loaded.runner)
 
 
 def test_failed_write_keeps_previous_checkpoint(runs, tmp_path, monkeypatch):
@@ -230,7 +223,7 @@ def test_failed_write_keeps_previous_checkpoint(runs, tmp_path, monkeypatch):
     assert os.listdir(tmp_state)  # the arrays were written, then the rename never happened
     again = checkpoint.load_run(run_dir)
     assert again.chunk == 4
-    _assert_trees_equal(runs.straight.runner, again.runner)
+    assert_trees_equal(runs.straight.runner, again.runner)
 
 
 def test_nan_reward_stops_run_at_known_chunk(tmp_path, monkeypatch, capsys):
@@ -421,15 +414,15 @@ def test_checkpoint_without_replay_drops_buffer(tmp_path):
         )
         back = saver.restore_state(1, abstract, meta["replay"])
         saver.close()
-        _assert_trees_equal(run.agent_state.params, back.agent_state.params)
-        _assert_trees_equal(run.env_state, back.env_state)
+        assert_trees_equal(run.agent_state.params, back.agent_state.params)
+        assert_trees_equal(run.env_state, back.env_state)
         if replay:
-            _assert_trees_equal(run.agent_state.buffer, back.agent_state.buffer)
+            assert_trees_equal(run.agent_state.buffer, back.agent_state.buffer)
         else:
             assert back.agent_state.buffer is None
             empty = {"obs": jnp.zeros((2, 5, 3)), "pos": jnp.array([0, 0])}
             filled = checkpoint.fill_replay(_ReplayAgent(), back, empty)
-            _assert_trees_equal(filled.agent_state.buffer, empty)
+            assert_trees_equal(filled.agent_state.buffer, empty)
 
 
 def _off_policy_agents() -> list:
@@ -475,7 +468,7 @@ def test_off_policy_resume_with_replay_is_bit_identical(agent_name, tmp_path):
     for chunk in (3, 4):
         shutil.rmtree(os.path.join(run_dir, "checkpoints", str(chunk)))
     resumed = runner.resume(run_dir, progress=False)
-    _assert_trees_equal(straight.runner, resumed.runner)
+    assert_trees_equal(straight.runner, resumed.runner)
     assert _same_records(straight.records, resumed.records)
     assert _records(os.path.join(run_dir, "metrics.jsonl")) == _records(
         os.path.join(straight_dir, "metrics.jsonl")
@@ -491,7 +484,7 @@ def test_off_policy_resume_with_replay_is_bit_identical(agent_name, tmp_path):
     assert saver.restore_meta(4)["replay"] is False
     back = checkpoint.restore_runner(saver, 4, saver.restore_meta(4), agent, env, spec, cfg, None)
     saver.close()
-    _assert_trees_equal(straight.runner.agent_state.params, back.agent_state.params)
+    assert_trees_equal(straight.runner.agent_state.params, back.agent_state.params)
     assert int(straight.runner.agent_state.buffer.size[0]) == 4 * 2 * 4  # 4 chunks x 2 x T
     assert back.agent_state.buffer.size.tolist() == [0]
     assert back.agent_state.buffer.write_time.max() == -1
