@@ -4,6 +4,7 @@ from jaxrl.agents.cppo import CPPO, CPPOConfig
 from jaxrl.agents.crl import CRL, CRLConfig
 from jaxrl.agents.fastdsac import FastDSAC, FastDSACConfig
 from jaxrl.agents.ppo import PPO, PPOConfig
+from jaxrl.agents.pql import PQL, PQLConfig
 from jaxrl.agents.sac import SAC, SACConfig, WarpSACConfig
 from jaxrl.engine.contract import register
 
@@ -13,6 +14,8 @@ register("fastdsac", FastDSAC, FastDSACConfig)
 register("warpsac", SAC, WarpSACConfig)  # a profile of SAC: other defaults
 register("crl", CRL, CRLConfig)
 register("cppo", CPPO, CPPOConfig)
+register("pql", PQL, PQLConfig)
 
 __all__ = ["PPO", "PPOConfig", "SAC", "SACConfig", "FastDSAC", "FastDSACConfig",
-           "WarpSACConfig", "CRL", "CRLConfig", "CPPO", "CPPOConfig"]
+           "WarpSACConfig", "CRL", "CRLConfig", "CPPO", "CPPOConfig",
+           "PQL", "PQLConfig"]

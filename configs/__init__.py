@@ -6,6 +6,7 @@ preset that learns on 2 cores (tests and the README default).
 
 from jaxrl.configs import crl as _crl  # noqa: F401  (registers the presets)
 from jaxrl.configs import ppo as _ppo  # noqa: F401
+from jaxrl.configs import pql as _pql  # noqa: F401
 from jaxrl.configs import sac as _sac  # noqa: F401
 from jaxrl.configs.base import PRESETS, Preset, UnknownPresetError, get, register
 

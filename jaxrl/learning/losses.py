@@ -100,3 +100,39 @@ def categorical_cross_entropy(logits, target, mask):
     log_p = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
     ce = -jnp.sum(jax.lax.stop_gradient(target)[None] * log_p, axis=-1)  # [E, B]
     return jnp.mean(ce.sum(axis=0) * mask)
+
+
+def twin_min_projection_target(target_probs, reward, discount, v_min: float, v_max: float):
+    """PQL-D's reference target: the elementwise min of the twins' projected distributions.
+
+    Each twin's target distribution is projected separately onto the support with
+    `r + discount z` (`categorical_projection`), then the minimum is taken atom by atom and NOT
+    renormalized, so its mass is at most 1 and is 0 when the twins put their mass on different
+    atoms (Li et al., arXiv 2307.12983; `Improbable-AI/pql` `pql/models/critic.py`,
+    `DistributionalDoubleQ`).
+
+    Args:
+        target_probs: `[2, B, K]` target-critic probabilities at `(s', a')`.
+        reward, discount: float32 `[B]`.
+
+    Returns:
+        float32 `[B, K]`.
+    """
+    z = categorical_support(v_min, v_max, target_probs.shape[-1])
+    atoms = reward[:, None] + discount[:, None] * z[None]
+    proj = categorical_projection(target_probs, atoms[None], v_min, v_max)  # [2, B, K]
+    return proj.min(axis=0)
+
+
+def binary_cross_entropy(probs, target, eps: float):
+    """`mean_{b,k}(-t log p - (1 - t) log(1 - p))` summed over heads, as PyTorch's
+    `F.binary_cross_entropy` with `p` clipped to `[eps, 1 - eps]` (PQL-D's loss; the clip keeps
+    `log` finite: `Improbable-AI/pql` issue #5).
+
+    Args:
+        probs: `[E, B, K]` predicted probabilities; target: `[B, K]` (a constant).
+    """
+    p = jnp.clip(probs, eps, 1.0 - eps)
+    t = jax.lax.stop_gradient(target)[None]
+    bce = -(t * jnp.log(p) + (1.0 - t) * jnp.log1p(-p))
+    return bce.mean(axis=(1, 2)).sum()
