@@ -345,12 +345,22 @@ class PQL(OffPolicyAgent):
             state, metrics = jax.lax.cond(self.learning(state), self._sync_steps,
                                           lambda s, k: (s, _zeros(metrics_shape)), state, key)
         else:
-            k_critic, k_actor = jax.random.split(key)
-            critic_part, m_critic = self.critic_block(state, k_critic)
-            actor_part, m_actor = self.actor_block(state, k_actor)
-            state = self.observe(self.publish(state, critic_part, actor_part), traj)
-            metrics = dict(m_critic, **m_actor)
+            k_critic, k_actor = self.role_keys(key)
+            return self.finish_roles(state, traj, self.critic_block(state, k_critic),
+                                     self.actor_block(state, k_actor))
         return state, self._bookkeeping(state, metrics)
+
+    def role_keys(self, key):
+        """Keys of the V and P blocks of a `pipelined` update (same in the `role` layout)."""
+        k_critic, k_actor = jax.random.split(key)
+        return k_critic, k_actor
+
+    def finish_roles(self, state, traj, critic_out, actor_out):
+        """End of a `pipelined` update: `publish` the V and P blocks' outputs, then `observe`
+        the chunk (the roles never saw it this iteration)."""
+        (critic_part, m_critic), (actor_part, m_actor) = critic_out, actor_out
+        state = self.observe(self.publish(state, critic_part, actor_part), traj)
+        return state, self._bookkeeping(state, dict(m_critic, **m_actor))
 
     def _bookkeeping(self, state, metrics):
         critic_rr, actor_rr = self.replay_ratios

@@ -101,6 +101,16 @@ class AgentBase:
     def params_of(self, state: Any) -> Any:
         return state.params
 
+    @property
+    def layout(self) -> tuple[str, int]:
+        """(`single` | `data` | `role`, device count) of one run (`engine.layouts`)."""
+        return "single", 1
+
+    def data_specs(self, state: Any, axis: str) -> Any:
+        """`PartitionSpec`s of `state` under the `data` layout: replicated (agents with
+        env-sharded state, e.g. a replay buffer, override it)."""
+        return jax.tree.map(lambda _: jax.sharding.PartitionSpec(), state)
+
     def replay_of(self, state: Any) -> Any:
         """The replay buffer in `state` (agents that declare `has_replay`)."""
         raise TypeError(f"{type(self).__name__} keeps no replay buffer.")

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl.engine import layouts
 from jaxrl.engine import rollout as rollout_lib
 from jaxrl.engine import wrappers
 from jaxrl.engine.contract import Agent
@@ -103,8 +104,12 @@ def make_env(base_env, cfg: TrainConfig):
     return wrappers.wrap_for_training(base_env, cfg.num_envs, length, cfg.action_repeat)
 
 
-def make_train(agent: Agent, base_env, spec, cfg: TrainConfig):
-    """Returns `init(key, hp) -> RunState` and `chunk(RunState) -> (RunState, metrics)` (pure)."""
+def make_train(agent: Agent, base_env, spec, cfg: TrainConfig, emulate_devices: bool = False):
+    """Returns `init(key, hp) -> RunState` and `chunk(RunState) -> (RunState, metrics)` (pure).
+
+    The chunk runs on the devices of `agent.layout` (`engine.layouts`); with `emulate_devices`
+    a `data` layout's per-shard program runs on one device instead (vmapped shards).
+    """
     env = make_env(base_env, cfg)
 
     def init(key, hp):
@@ -115,8 +120,8 @@ def make_train(agent: Agent, base_env, spec, cfg: TrainConfig):
         return RunState(agent_state=agent_state, env_state=env.reset(key_env), key=key_run,
                         iteration=jnp.zeros((), jnp.int32), explore=explore)
 
-    def iteration(runner: RunState, _):
-        key, key_roll, key_update = jax.random.split(runner.key, 3)
+    def collect(runner: RunState, key_roll):
+        """`unrolls_per_update` unrolls with the behaviour policy: (env state, carry, traj)."""
 
         def policy(obs, k, carry, done):
             if agent.explores:
@@ -129,18 +134,28 @@ def make_train(agent: Agent, base_env, spec, cfg: TrainConfig):
         keys = jax.random.split(key_roll, cfg.unrolls_per_update)
         (env_state, explore), traj = jax.lax.scan(
             one_unroll, (runner.env_state, runner.explore), keys)
-        traj = _merge_unrolls(traj)
+        return env_state, explore, _merge_unrolls(traj)
+
+    kind, _ = agent.layout
+    axis = layouts.DATA_AXIS if kind == "data" else None
+
+    def iteration(runner: RunState, _):
+        key, key_roll, key_update = jax.random.split(runner.key, 3)
+        env_state, explore, traj = collect(runner, key_roll)
         agent_state, metrics = agent.update(runner.agent_state, traj, key_update)
-        metrics = dict(metrics, **_episode_sums(traj))
+        metrics = dict(metrics, **_episode_sums(traj, axis))
         runner = RunState(agent_state=agent_state, env_state=env_state, key=key,
-                        iteration=runner.iteration + 1, explore=explore)
+                          iteration=runner.iteration + 1, explore=explore)
         return runner, metrics
+
+    if kind == "role":
+        iteration = layouts.role_iteration(agent, collect, _episode_sums)
 
     def chunk(runner: RunState):
         runner, metrics = jax.lax.scan(iteration, runner, None, cfg.iterations_per_chunk)
         return runner, _summarize(metrics)
 
-    return init, chunk
+    return init, layouts.distribute(agent, chunk, cfg.num_envs, emulate_devices)
 
 
 def _merge_unrolls(traj: Transition) -> Transition:
@@ -153,10 +168,11 @@ def _merge_unrolls(traj: Transition) -> Transition:
     return jax.tree.map(merge, traj)
 
 
-def _episode_sums(traj: Transition) -> dict:
+def _episode_sums(traj: Transition, axis_name: str | None = None) -> dict:
     """Totals over the episodes that ended in `traj`: `episode/count`, and `episode/<x>_sum`
     for the return, the length and each env metric's per-episode sum (`rollout` extras
-    `final_episode_metrics/<name>`), summed over those episodes."""
+    `final_episode_metrics/<name>`), summed over those episodes (and over the shards of
+    `axis_name` when the envs are sharded)."""
     done = traj.extras["done"]
     out = {"episode/count": done.sum(),
            "episode/return_sum": (traj.extras["final_episode_return"] * done).sum(),
@@ -165,7 +181,7 @@ def _episode_sums(traj: Transition) -> dict:
     for k, v in traj.extras.items():
         if k.startswith(prefix):
             out[f"episode/{k[len(prefix):]}_sum"] = (v * done).sum()
-    return out
+    return jax.lax.psum(out, axis_name) if axis_name else out
 
 
 def _summarize(metrics: dict) -> dict:

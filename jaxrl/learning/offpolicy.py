@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec
 
 from jaxrl.engine.contract import AgentBase
 from jaxrl.engine.types import Metrics, Transition
@@ -67,6 +68,13 @@ class OffPolicyAgent(AgentBase):
 
     def with_replay(self, state: Any, buffer: Any) -> Any:
         return state.replace(buffer=buffer)
+
+    def data_specs(self, state: Any, axis: str) -> Any:
+        """Replay data `[C, N, ...]` sharded on its env axis, everything else replicated."""
+        specs = jax.tree.map(lambda _: PartitionSpec(), state)
+        buffer = self.replay_of(specs)
+        data = jax.tree.map(lambda _: PartitionSpec(None, axis), self.replay_of(state).data)
+        return self.with_replay(specs, buffer.replace(data=data))
 
     def replay_record(self, traj: Transition) -> Transition:
         """The part of a rollout the buffer stores: the Transition fields and `REPLAY_EXTRAS`."""

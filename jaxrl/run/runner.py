@@ -248,7 +248,8 @@ def _session(agent: Agent, env, spec, cfg, start, run_dir, progress, resolved, r
     try:
         t0 = time.time()
         logger.message("compiling (1-3 min for MJX envs on CPU) ...")
-        mesh = parallel.seed_mesh(cfg.num_seeds)
+        # A multi-device layout owns the devices; members then stay on one.
+        mesh = parallel.seed_mesh(cfg.num_seeds if agent.layout[0] == "single" else 1)
         runner = parallel.shard_members(start(mesh), mesh)
         compiled = jax.jit(jax.vmap(chunk)).lower(runner).compile()
         evaluator = make_evaluator(agent, env, spec, cfg) if cfg.num_eval_envs else None
