@@ -40,7 +40,6 @@ twins).
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import ClassVar
 
 import jax
@@ -48,94 +47,13 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl.engine.contract import check_choice, check_positive
-from jaxrl.learning import losses, optim, replay
+from jaxrl.engine.contract import check_choice, check_finite, check_positive
+from jaxrl.learning import exploration, losses, optim, replay
 from jaxrl.learning import running_stats as stats
 from jaxrl.learning.networks import ACTIVATIONS, MLP, QHead, ensemble, flatten_obs
-from jaxrl.learning.offpolicy import OffPolicyAgent
+from jaxrl.learning.offpolicy import OffPolicyAgent, gated, zeros_obs, zeros_of
+from jaxrl.learning.pql_config import HP_FIELDS, HP_RANGES, PQLConfig
 from jaxrl.learning.returns import categorical_support
-
-HP_FIELDS = ("actor_learning_rate", "critic_learning_rate", "gamma", "tau", "reward_scaling")
-HP_RANGES = {"actor_learning_rate": (0.0, 1.0), "critic_learning_rate": (0.0, 1.0),
-             "gamma": (0.0, 1.0), "tau": (0.0, 1.0), "reward_scaling": (0.0, 1e6)}
-
-
-@dataclasses.dataclass(frozen=True)
-class PQLConfig:
-    """PQL settings (defaults: `Improbable-AI/pql` `cfg/algo/pql_algo.yaml`). Float fields named
-    in `HP_FIELDS` are traced (sweepable); everything else is static."""
-
-    actor_hidden: tuple[int, ...] = (512, 256, 128)
-    """Actor MLP widths (then `|A|` outputs and tanh)."""
-    critic_hidden: tuple[int, ...] = (512, 256, 128)
-    """Widths of each of the two critic MLPs on `concat(s, a)`."""
-    activation: str = "elu"
-    """Hidden activation."""
-    batch_size: int = 8192
-    """Transitions per critic step and observations per actor step (global, all devices)."""
-    critic_updates_per_step: int = 8
-    """Critic steps per vectorized env step (PQL's `critic_sample_ratio`, beta_a:v = 1:8)."""
-    critic_updates_per_actor_update: int = 2
-    """Critic steps per actor step (PQL's `critic_actor_ratio`, beta_p:v = 1:2)."""
-    buffer_size: int = 5_000_000
-    """Replay capacity in transitions (all envs together)."""
-    learning_starts: int = 131_072
-    """Transitions collected with uniform random actions before learning (PQL: 32 per env)."""
-    n_step: int = 3
-    """n-step returns (windows stop at episode ends; truncation bootstraps)."""
-    sigma_min: float = 0.05
-    """Exploration std of env 0 (mixed noise)."""
-    sigma_max: float = 0.8
-    """Exploration std of env N - 1 (mixed noise); equal to `sigma_min` for fixed noise."""
-    target_noise: float = 0.8
-    """Std of the target-action smoothing noise (TD3)."""
-    target_noise_clip: float = 0.2
-    """The smoothing noise is clipped to +-this."""
-    normalize_observations: bool = True
-    """Running mean/std observation normalization, the same function in every role."""
-    obs_clip: float = 5.0
-    """Normalized observations are clamped to +-this."""
-    max_grad_norm: float = 0.5
-    """Global gradient-norm clip of both optimizers."""
-    weight_decay: float = 0.01
-    """AdamW decoupled weight decay of both optimizers."""
-    critic_type: str = "scalar"
-    """`scalar` (PQL) or `categorical` (PQL-D)."""
-    distributional_target: str = "lower_ce"
-    """PQL-D target: `min_bce` (reference) or `lower_ce` (ours, see the module docstring)."""
-    num_atoms: int = 51
-    """PQL-D atoms."""
-    v_min: float = -10.0
-    """PQL-D lowest atom."""
-    v_max: float = 10.0
-    """PQL-D highest atom."""
-    prob_eps: float = 1e-6
-    """PQL-D (`min_bce`): probabilities are clipped to [eps, 1 - eps] inside the BCE."""
-    schedule: str = "sync"
-    """`sync` (newest parameters) or `pipelined` (every role reads the previous update's)."""
-    layout: str = "single"
-    """`single` device, `data` (envs/replay/batches sharded, gradients averaged) or `role`
-    (actor on device 0, learners on the others; needs `schedule=pipelined`)."""
-    num_devices: int = 1
-    """Devices of the layout: `data` shards (divides num_envs and batch_size); `role`: 2
-    (actor | V and P) or 3 (actor | V | P)."""
-    obs_key: str = "state"
-    """Key read by actor and critic when observations are dicts."""
-    actor_learning_rate: float = 5e-4
-    """Actor AdamW step size."""
-    critic_learning_rate: float = 5e-4
-    """Critic AdamW step size."""
-    gamma: float = 0.99
-    """Discount factor."""
-    tau: float = 0.05
-    """Target-critic EMA rate, applied after every critic step."""
-    reward_scaling: float = 1.0
-    """Rewards are multiplied by this in the critic target (PQL: 0.01 Ant, 1.0 ANYmal)."""
-
-    @property
-    def utd_ratio(self) -> float:
-        """Critic steps per vectorized env step (the replay schedule's `utd_ratio`)."""
-        return float(self.critic_updates_per_step)
 
 
 @struct.dataclass(kw_only=True)
@@ -179,7 +97,7 @@ class PQL(OffPolicyAgent):
         check_choice("layout", c.layout, ("single", "data", "role"))
         check_choice("activation", c.activation, tuple(ACTIVATIONS))
         check_positive(c, "batch_size", "obs_clip", "max_grad_norm")
-        _check_finite(c, "sigma_min", "sigma_max", "target_noise", "target_noise_clip",
+        check_finite(c, "sigma_min", "sigma_max", "target_noise", "target_noise_clip",
                       "v_min", "v_max", "prob_eps", "weight_decay")
         if not 0 <= c.sigma_min <= c.sigma_max:
             raise ValueError(f"need 0 <= sigma_min <= sigma_max, got {c.sigma_min}, "
@@ -278,7 +196,7 @@ class PQL(OffPolicyAgent):
     def init(self, key, hp):
         spec = self.spec
         k_actor, k_critic = jax.random.split(key)
-        obs = _zeros_obs(spec, (1,))
+        obs = zeros_obs(spec, (1,))
         flat = flatten_obs(obs, [self.config.obs_key]) if isinstance(obs, dict) else obs
         actor = self.actor_net.init(k_actor, flat)
         critic = self.critic_net.init(k_critic, flat, jnp.zeros((1, spec.action_size)))
@@ -287,17 +205,15 @@ class PQL(OffPolicyAgent):
         return PQLState(
             params={"actor": actor, "critic": critic}, target_critic=critic,
             opt_state={"actor": opt.init(actor["params"]), "critic": opt.init(critic["params"])},
-            buffer=self.empty_replay(), obs_stats=stats.init(_zeros_obs(spec, ())),
+            buffer=self.empty_replay(), obs_stats=stats.init(zeros_obs(spec, ())),
             hp={k: jnp.asarray(v, jnp.float32) for k, v in hp.items()},
             critic_updates=zero, actor_updates=zero, target_updates=zero)
 
     # ----- acting --------------------------------------------------------------------------
     def sigma(self, env_id):
-        """Mixed-exploration std per env: `linspace(sigma_min, sigma_max, N)[env_id]`, with N
-        the run's (global) `num_envs`."""
-        c, n = self.config, self.train.num_envs
-        frac = env_id.astype(jnp.float32) / max(n - 1, 1)
-        return c.sigma_min + (c.sigma_max - c.sigma_min) * frac
+        """Mixed-exploration std per env (`exploration.mixed_sigma` over the global N)."""
+        c = self.config
+        return exploration.mixed_sigma(env_id, self.train.num_envs, c.sigma_min, c.sigma_max)
 
     def act(self, state, obs, key, deterministic: bool = False):
         """`pi(obs)` `[N, A]`; stochastic: row i explores as env i (`explore`)."""
@@ -318,13 +234,7 @@ class PQL(OffPolicyAgent):
     def _behaviour(self, state, action, key, env_id):
         """`clip(pi + sigma_i eps_i, -1, 1)` (uniform during warm-up); noise drawn per env from
         `fold_in(key, env_id)`, so it does not depend on how envs are sharded."""
-        def draw(i):
-            k_eps, k_unif = jax.random.split(jax.random.fold_in(key, i))
-            shape = (action.shape[-1],)
-            return (jax.random.normal(k_eps, shape),
-                    jax.random.uniform(k_unif, shape, minval=-1.0, maxval=1.0))
-
-        eps, uniform = jax.vmap(draw)(env_id)
+        eps, uniform = exploration.per_env_normal_and_uniform(key, env_id, action.shape[-1])
         noisy = jnp.clip(action + self.sigma(env_id)[:, None] * eps, -1.0, 1.0)
         return jnp.where(self.learning(state), noisy, uniform)
 
@@ -343,7 +253,7 @@ class PQL(OffPolicyAgent):
             state = self.observe(state, traj)
             metrics_shape = jax.eval_shape(self._sync_steps, state, key)[1]
             state, metrics = jax.lax.cond(self.learning(state), self._sync_steps,
-                                          lambda s, k: (s, _zeros(metrics_shape)), state, key)
+                                          lambda s, k: (s, zeros_of(metrics_shape)), state, key)
         else:
             k_critic, k_actor = self.role_keys(key)
             return self.finish_roles(state, traj, self.critic_block(state, k_critic),
@@ -378,15 +288,21 @@ class PQL(OffPolicyAgent):
         r = self.config.critic_updates_per_actor_update
 
         def round_(s, k):
-            k_critic, k_actor = jax.random.split(k)
+            critic_keys, k_actor = self.round_keys(k)
             s, m_critic = jax.lax.scan(lambda s_, k_: self._critic_step(s_, k_, s_),
-                                       s, jax.random.split(k_critic, r))
+                                       s, critic_keys)
             s, m_actor = self._actor_step(s, k_actor, s)
             return s, (m_critic, m_actor)
 
         keys = jax.random.split(key, self.updates_per_call // r)
         state, (m_critic, m_actor) = jax.lax.scan(round_, state, keys)
         return state, jax.tree.map(jnp.mean, dict(m_critic, **m_actor))
+
+    def round_keys(self, key):
+        """Keys of one `sync` round: `[r]` critic-step keys and the actor step's own key (the
+        P batch is never the V batch)."""
+        k_critic, k_actor = jax.random.split(key)
+        return jax.random.split(k_critic, self.config.critic_updates_per_actor_update), k_actor
 
     def critic_block(self, state, key):
         """V role: `G` critic steps from `state`, target actions from `state`'s actor (frozen).
@@ -396,7 +312,7 @@ class PQL(OffPolicyAgent):
                                 jax.random.split(k, self.updates_per_call))
             return _critic_part(s), jax.tree.map(jnp.mean, m)
 
-        return _gated(self.learning(state), run, state, key, _critic_part(state))
+        return gated(self.learning(state), run, state, key, _critic_part(state))
 
     def actor_block(self, state, key):
         """P role: `G / r` actor steps from `state` against `state`'s critic (frozen)."""
@@ -407,7 +323,7 @@ class PQL(OffPolicyAgent):
                                 jax.random.split(k, steps))
             return _actor_part(s), jax.tree.map(jnp.mean, m)
 
-        return _gated(self.learning(state), run, state, key, _actor_part(state))
+        return gated(self.learning(state), run, state, key, _actor_part(state))
 
     def publish(self, state, critic_part, actor_part):
         """`state` with the V role's critic part and the P role's actor part."""
@@ -471,11 +387,12 @@ class PQL(OffPolicyAgent):
 
     def target_action(self, actor_vars, next_obs, key):
         """TD3 smoothing: `clip(pi(s') + clip(N(0, target_noise^2), +-clip), -1, 1)`."""
+        return self.smooth(self.pi(actor_vars, next_obs), key)
+
+    def smooth(self, a, key):
+        """TD3 smoothing of target actions (`exploration.smooth_target_action`)."""
         c = self.config
-        a = self.pi(actor_vars, next_obs)
-        noise = jnp.clip(c.target_noise * jax.random.normal(key, a.shape),
-                         -c.target_noise_clip, c.target_noise_clip)
-        return jnp.clip(a + noise, -1.0, 1.0)
+        return exploration.smooth_target_action(a, key, c.target_noise, c.target_noise_clip)
 
     def critic_loss(self, critic_params, state, batch, key, actor_vars):
         """MSE per twin to `R + discount min_k Qbar_k(s', a')` (scalar) or the PQL-D loss."""
@@ -490,7 +407,8 @@ class PQL(OffPolicyAgent):
         if c.critic_type == "scalar":
             y = reward + batch.discount * tgt[..., 0].min(axis=0)
             loss = jnp.mean(jnp.square(out[..., 0] - y[None]), axis=1).sum()
-            return loss, {"train/critic_loss": loss, "train/q_mean": out[..., 0].mean()}
+            return loss, {"train/critic_loss": loss, "train/q_mean": out[..., 0].mean(),
+                          "train/td_target": y.mean()}
         if c.distributional_target == "min_bce":
             target = losses.twin_min_projection_target(jax.nn.softmax(tgt, axis=-1), reward,
                                                        batch.discount, c.v_min, c.v_max)
@@ -514,27 +432,4 @@ def _critic_part(state) -> dict:
 def _actor_part(state) -> dict:
     return {"actor": state.params["actor"], "opt_actor": state.opt_state["actor"],
             "actor_updates": state.actor_updates}
-
-
-def _zeros(shape_tree):
-    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape_tree)
-
-
-def _gated(learning, run, state, key, unchanged):
-    """`run(state, key)` once learning started, else (`unchanged`, zero metrics)."""
-    metrics_shape = jax.eval_shape(run, state, key)[1]
-    return jax.lax.cond(learning, run, lambda s, k: (unchanged, _zeros(metrics_shape)),
-                        state, key)
-
-
-def _check_finite(config, *names: str) -> None:
-    for name in names:
-        if not math.isfinite(getattr(config, name)):
-            raise ValueError(f"{name} must be finite, got {getattr(config, name)}.")
-
-
-def _zeros_obs(spec, lead: tuple[int, ...]):
-    if spec.obs_is_dict:
-        return {k: jnp.zeros(lead + tuple(v), jnp.float32) for k, v in spec.obs_shape.items()}
-    return jnp.zeros(lead + tuple(spec.obs_shape), jnp.float32)
 

@@ -153,6 +153,14 @@ def check_positive(config, *names: str) -> None:
             raise ValueError(f"{name} must be positive, got {getattr(config, name)}.")
 
 
+def check_finite(config, *names: str) -> None:
+    """Raises ValueError naming the first of `config`'s float fields `names` that is not
+    finite."""
+    for name in names:
+        if not math.isfinite(getattr(config, name)):
+            raise ValueError(f"{name} must be finite, got {getattr(config, name)}.")
+
+
 def check_log_std_bounds(low: float, high: float) -> None:
     """Raises ValueError unless `low < high` are finite log-std bounds."""
     for name, value in (("log_std_min", low), ("log_std_max", high)):

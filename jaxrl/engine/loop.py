@@ -15,9 +15,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.engine import layouts
+from jaxrl.engine import layouts, wrappers
 from jaxrl.engine import rollout as rollout_lib
-from jaxrl.engine import wrappers
 from jaxrl.engine.contract import Agent
 from jaxrl.engine.types import State, Transition
 

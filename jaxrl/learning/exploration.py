@@ -3,6 +3,10 @@
 - Per-env noise scales (FastTD3, Seo et al., arXiv 2505.22642; `younggyoseo/FastTD3`
   `fast_td3/fast_td3.py`): env i explores with `sigma_i ~ U[low, high]`, redrawn when env i's
   episode ends.
+- Mixed exploration (PQL, Li et al., arXiv 2307.12983; `Improbable-AI/pql`
+  `pql/utils/noise.py`): env i explores with the fixed `sigma_i = linspace(low, high, N)[i]`.
+- TD3 target smoothing (Fujimoto et al. 2018, arXiv 1802.09477, Eq. 14): clipped Gaussian noise
+  on target actions.
 - Zeta noise repetition (FlashSAC, arXiv 2604.04539; WarpSAC, arXiv 2608.24479): each env's
   standard Gaussian `eps` is held for `k` steps with `P(k) ~ k^-2` on `k = 1..max_repeat`. One
   global counter, so all envs refresh together. The policy turns `eps` into an action
@@ -105,3 +109,29 @@ def zeta_step(
     eps = jnp.where(refresh, jax.random.normal(key_eps, noise.eps.shape, jnp.float32), noise.eps)
     left = jnp.where(refresh, zeta_sample(key_k, (), max_repeat), noise.steps_left)
     return ZetaNoise(eps=eps, steps_left=left - 1), eps
+
+
+def mixed_sigma(env_id: jax.Array, num_envs: int, low: float, high: float) -> jax.Array:
+    """PQL's per-env std `linspace(low, high, num_envs)[env_id]`, float32 like `env_id`; the
+    index is the env's global one, so sharding envs keeps each env's std."""
+    frac = env_id.astype(jnp.float32) / max(num_envs - 1, 1)
+    return low + (high - low) * frac
+
+
+def per_env_normal_and_uniform(key: jax.Array, env_id: jax.Array, size: int
+                               ) -> tuple[jax.Array, jax.Array]:
+    """Standard normal and U[-1, 1] draws `[N, size]`, row i from `fold_in(key, env_id[i])`:
+    the same numbers for an env whatever shard or batch position it has."""
+    def draw(i):
+        k_eps, k_unif = jax.random.split(jax.random.fold_in(key, i))
+        return (jax.random.normal(k_eps, (size,)),
+                jax.random.uniform(k_unif, (size,), minval=-1.0, maxval=1.0))
+
+    return jax.vmap(draw)(env_id)
+
+
+def smooth_target_action(action: jax.Array, key: jax.Array, std: float, clip: float
+                         ) -> jax.Array:
+    """TD3 smoothing `clip(a + clip(std * N(0, 1), -clip, clip), -1, 1)`, same shape as `a`."""
+    noise = jnp.clip(std * jax.random.normal(key, action.shape), -clip, clip)
+    return jnp.clip(action + noise, -1.0, 1.0)

@@ -123,10 +123,7 @@ class OffPolicyAgent(AgentBase):
     def update(self, state: Any, traj: Transition, key: jax.Array) -> tuple[Any, Metrics]:
         """`observe`, then `train_steps` once learning started (see the module docstring)."""
         state = self.observe(state, traj)
-        metrics_shape = jax.eval_shape(self.train_steps, state, key)[1]
-        zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics_shape)
-        state, metrics = jax.lax.cond(self.learning(state), self.train_steps,
-                                      lambda s, k: (s, zeros), state, key)
+        state, metrics = gated(self.learning(state), self.train_steps, state, key, state)
         count = replay.num_transitions(self.replay_of(state))
         metrics["buffer/transitions"] = count.astype(jnp.float32)
         return state, metrics
@@ -147,3 +144,23 @@ class OffPolicyAgent(AgentBase):
     def reduce_step_metrics(self, metrics: Any) -> Metrics:
         """Per-step metrics `[G]` -> scalars (mean over the steps)."""
         return jax.tree.map(jnp.mean, metrics)
+
+
+def zeros_obs(spec, lead: tuple[int, ...]) -> Any:
+    """Zero observations `lead + obs_shape` (a dict for dict observations), float32."""
+    if spec.obs_is_dict:
+        return {k: jnp.zeros(lead + tuple(v), jnp.float32) for k, v in spec.obs_shape.items()}
+    return jnp.zeros(lead + tuple(spec.obs_shape), jnp.float32)
+
+
+def zeros_of(shapes: Any) -> Any:
+    """Zero arrays for a tree of `jax.ShapeDtypeStruct` (e.g. from `jax.eval_shape`)."""
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+
+def gated(learning: jax.Array, run, state: Any, key: jax.Array, unchanged: Any):
+    """`run(state, key) -> (out, metrics)` when `learning`, else (`unchanged`, zero metrics):
+    one `lax.cond`, so only the taken branch runs."""
+    metrics_shape = jax.eval_shape(run, state, key)[1]
+    return jax.lax.cond(learning, run, lambda s, k: (unchanged, zeros_of(metrics_shape)),
+                        state, key)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -33,7 +33,6 @@ import optax
 from flax import struct
 
 from jaxrl.engine.contract import check_choice, check_log_std_bounds, check_positive
-from jaxrl.engine.types import EnvSpec
 from jaxrl.learning import distributions, exploration, losses, optim, replay, reward_scaling
 from jaxrl.learning import running_stats as stats
 from jaxrl.learning.networks import (
@@ -44,7 +43,7 @@ from jaxrl.learning.networks import (
     flatten_obs,
     project_weights,
 )
-from jaxrl.learning.offpolicy import OffPolicyAgent
+from jaxrl.learning.offpolicy import OffPolicyAgent, zeros_obs
 from jaxrl.learning.sac_config import HP_FIELDS, HP_RANGES, TARGET_ENTROPY, SACCoreConfig
 
 
@@ -165,7 +164,7 @@ class SoftActorCritic(OffPolicyAgent):
     def init(self, key, hp):
         c, spec = self.config, self.spec
         k_actor, k_critic = jax.random.split(key)
-        obs = _zeros_obs(spec, (1,))
+        obs = zeros_obs(spec, (1,))
         actor = self.actor_net.init(k_actor, _flat(obs, c.policy_obs_key), False)
         critic = self.critic_net.init(k_critic, _flat(obs, c.critic_obs_key),
                                       jnp.zeros((1, spec.action_size)), False)
@@ -179,7 +178,7 @@ class SoftActorCritic(OffPolicyAgent):
             log_alpha=jnp.log(hp["init_alpha"]),
             buffer=self.empty_replay(jnp.bfloat16 if c.obs_dtype == "bfloat16"
                                      else jnp.float32),
-            obs_stats=stats.init(_zeros_obs(spec, ())),
+            obs_stats=stats.init(zeros_obs(spec, ())),
             reward_stats=reward_scaling.init(self.train.num_envs), hp=hp,
             num_updates=jnp.zeros((), jnp.int32), **self.extra_state())
 
@@ -375,12 +374,6 @@ class SoftActorCritic(OffPolicyAgent):
         loss = jnp.mean(jax.lax.stop_gradient(jnp.exp(state.log_alpha)) * logp - q)
         metrics = {"train/actor_loss": loss, "train/entropy": -logp.mean(), **dist.metrics()}
         return loss, (metrics, variables, logp)
-
-
-def _zeros_obs(spec: EnvSpec, lead: tuple[int, ...]) -> Any:
-    if spec.obs_is_dict:
-        return {k: jnp.zeros(lead + tuple(v), jnp.float32) for k, v in spec.obs_shape.items()}
-    return jnp.zeros(lead + tuple(spec.obs_shape), jnp.float32)
 
 
 def _flat(obs, key_name: str):

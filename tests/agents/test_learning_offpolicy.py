@@ -1,4 +1,4 @@
-"""Learning (slow, still run in CI): each SAC-family CPU preset reaches a deterministic eval
+"""Learning (slow, still run in CI): each off-policy (SAC family, PQL) CPU preset reaches a deterministic eval
 return >= 800 on CartpoleBalance (random policy ~280-400, max 1000) at one of its evaluations
 (16 full 1000-step episodes after every chunk). Budgets (env steps, wall time on 2 cores) are in
 `benchmarks/RESULTS.md`."""
@@ -11,7 +11,7 @@ from jaxrl import configs
 from jaxrl.engine.contract import lookup
 from jaxrl.run import runner
 
-PRESETS = ["sac-dmc-cpu", "fastdsac-dmc-cpu", "warpsac-a-cpu", "warpsac-l"]
+PRESETS = ["sac-dmc-cpu", "fastdsac-dmc-cpu", "warpsac-a-cpu", "warpsac-l", "pql-cartpole-cpu"]
 
 
 @pytest.mark.slow
