@@ -211,7 +211,8 @@ class PPO(AgentBase):
         if not self.config.anneal_lr:
             return state.learning_rate
         total = self.train.num_chunks * self.train.iterations_per_chunk
-        return state.hp["learning_rate"] * (1.0 - state.num_updates / total)
+        # Clamped at 0: a run continued past its planned updates keeps a zero step size.
+        return state.hp["learning_rate"] * jnp.maximum(1.0 - state.num_updates / total, 0.0)
 
     def _adapt_lr(self, lr, kl):
         target = self.config.desired_kl

@@ -55,6 +55,10 @@ class TrainConfig:
     `<run_dir>/checkpoints/<chunk>`; `jaxrl train --resume RUN_DIR` continues from the latest."""
     keep_checkpoints: int = 3
     """Checkpoints kept on disk (older ones are deleted)."""
+    max_train_seconds: float | None = None
+    """Wall-clock budget: stop after the first chunk at which the training time (compile and
+    evaluation excluded) reaches this many seconds, as PQL's `max_time`; that chunk is evaluated
+    and saved like the last one. None runs every chunk."""
     checkpoint_replay: bool = True
     """Include an off-policy agent's replay buffer in checkpoints. False keeps them small, but
     the buffer restarts empty on resume, so a resumed run is no longer bit-identical."""
@@ -81,6 +85,9 @@ class TrainConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}.")
         if self.num_eval_envs < 0:
             raise ValueError(f"num_eval_envs must be >= 0, got {self.num_eval_envs}.")
+        budget = self.max_train_seconds
+        if budget is not None and not (math.isfinite(budget) and budget > 0):
+            raise ValueError(f"max_train_seconds must be positive and finite, got {budget}.")
         if self.episode_length is not None and self.episode_length <= 0:
             raise ValueError(f"episode_length must be positive, got {self.episode_length}.")
 

@@ -267,7 +267,7 @@ def _session(agent: Agent, env, spec, cfg, start, run_dir, progress, resolved, r
         _close(logger, saver, failing=True)
         raise
     _close(logger, saver, failing=False)
-    steps = cfg.real_total_env_steps * cfg.num_seeds
+    steps = records[-1]["env_steps"] if records else 0  # fewer under max_train_seconds
     if run_dir:
         save_params(os.path.join(run_dir, "final_params"), agent.params_of(runner.agent_state))
         with open(os.path.join(run_dir, "summary.json"), "w") as f:
@@ -326,7 +326,8 @@ def _run_chunks(
             "perf/sps": steps_per_chunk / dt,
         }
         rec.update({k: float(np.mean(v)) for k, v in metrics.items()})
-        last = i + 1 == cfg.num_chunks
+        out_of_time = cfg.max_train_seconds is not None and train_s >= cfg.max_train_seconds
+        last = i + 1 == cfg.num_chunks or out_of_time
         if evaluator is not None and ((i + 1) % cfg.eval_every == 0 or last):
             ev = jax.device_get(evaluator(runner.agent_state, jax.random.fold_in(eval_key, i)))
             rec.update({k: float(np.mean(v)) for k, v in ev.items()})
@@ -338,6 +339,10 @@ def _run_chunks(
             saver.save(i + 1, runner, records, resolved or {})
         if interrupted:
             raise _interrupted(saver, i + 1, cfg, stop.signum)
+        if out_of_time:
+            logger.message(f"max_train_seconds ({cfg.max_train_seconds:g} s) reached after "
+                           f"chunk {i + 1} of {cfg.num_chunks}.")
+            break
     return runner, records, train_s
 
 
