@@ -426,15 +426,15 @@ def test_checkpoint_without_replay_drops_buffer(tmp_path):
 
 
 def _off_policy_agents() -> list:
-    """Registered off-policy agents. `sac` always runs; the others (whose state layout is the
-    same SAC state; compiles of minutes on 2 cores) run with JAXRL_TEST_ALL_AGENTS=1, to keep
-    the default suite short."""
+    """Registered off-policy agents. `sac` and `pql` (its own state and update structure) always
+    run; the others (whose state layout is the same SAC state; compiles of minutes on 2 cores)
+    run with JAXRL_TEST_ALL_AGENTS=1, to keep the default suite short."""
     names = [
         n for n in agent_lib.list_agents() if not getattr(agent_lib.lookup(n)[0], "on_policy", True)
     ]
     extra = pytest.mark.skipif(not os.environ.get("JAXRL_TEST_ALL_AGENTS"),
                                reason="set JAXRL_TEST_ALL_AGENTS=1 (minutes per agent on CPU)")
-    return [pytest.param(n, marks=() if n == "sac" else [pytest.mark.slow, extra])
+    return [pytest.param(n, marks=() if n in ("sac", "pql") else [pytest.mark.slow, extra])
             for n in names]
 
 

@@ -1,0 +1,120 @@
+"""PQL's headline claim measured here: return versus wall-clock time (and env steps) for `pql`,
+`ppo` and `sac` with their CPU presets, on `CartpoleBalance` and `CheetahRun`, each run given
+the same training-time budget (`max_train_seconds`; compile and evaluation excluded), one after
+the other on the same machine.
+
+    .venv/bin/python benchmarks/pql_wallclock.py --budget 180 --out benchmarks/pql_wallclock.json
+
+Writes one run dir per (agent, env) under `--runs` (default `runs/pql_wallclock/`, gitignored),
+a PNG per env drawn by `jaxrl.run.plotting.make_figure` (left: env steps on a log axis, right:
+training seconds)
+next to `--out`, and prints a table for `benchmarks/RESULTS.md`. Every run evaluates 16
+deterministic full episodes after each chunk. PPO keeps its preset's step budget and schedule
+(learning rate annealed over it): if it finishes its steps before the time budget, its curve
+ends there (the table says so).
+
+The reference implementation (`Improbable-AI/pql`) needs Isaac Gym, which cannot be installed on
+this machine, so no peer runs here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import sys
+import time
+
+import _common
+
+from jaxrl import configs
+from jaxrl.engine.contract import lookup
+from jaxrl.run import plotting, runner
+
+AGENTS = {"pql": "pql-cartpole-cpu", "ppo": "ppo-dmc-cpu", "sac": "sac-dmc-cpu"}
+ENVS = ("CartpoleBalance", "CheetahRun")
+OFF_POLICY_CHUNKS = 400  # chunks of the preset's size; the time budget ends the run first
+
+
+def run_one(agent: str, env: str, budget: float, runs: str, eval_envs: int) -> dict:
+    preset = configs.get(AGENTS[agent])
+    train = dataclasses.replace(preset.train, max_train_seconds=budget,
+                                num_eval_envs=eval_envs, checkpoint_every=10**6)
+    if agent != "ppo":  # no schedule over the run: extend it, the budget stops it
+        per_chunk = train.real_total_env_steps // train.num_chunks
+        train = dataclasses.replace(train, num_chunks=OFF_POLICY_CHUNKS,
+                                    total_env_steps=per_chunk * OFF_POLICY_CHUNKS)
+    run_dir = os.path.join(runs, f"{agent}-{env}")
+    if os.path.exists(run_dir):
+        shutil.rmtree(run_dir)
+    agent_cfg = lookup(preset.agent)[1](**dict(preset.agent_overrides))
+    t0 = time.time()
+    res = runner.train(agent, env, train, agent_cfg, run_dir=run_dir, progress=False,
+                       resolved={"preset": preset.name})
+    evals = [(r["env_steps"], r["wall_time"], r["eval/episode_return"]) for r in res.records]
+    best = max(evals, key=lambda e: e[2])
+    return {"agent": agent, "preset": preset.name, "env": env, "run_dir": run_dir,
+            "compile_s": res.compile_seconds, "train_s": res.train_seconds,
+            "env_steps": res.env_steps, "final_return": evals[-1][2], "best_return": best[2],
+            "best_at_steps": best[0], "best_at_s": best[1], "curve": evals,
+            "schedule_done": len(res.records) == train.num_chunks,
+            "sps": res.env_steps / max(res.train_seconds, 1e-9),
+            "total_s": time.time() - t0}
+
+
+def table(results: list[dict], budget: float) -> list[str]:
+    lines = [f"| env | agent (preset) | final eval return | best (env steps / s) | "
+             f"return at {budget / 3:.0f} s / {2 * budget / 3:.0f} s | env steps | SPS | "
+             "compile |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in results:
+        marks = [_at(r["curve"], budget / 3), _at(r["curve"], 2 * budget / 3)]
+        done = " (schedule done)" if r["schedule_done"] else ""
+        lines.append(
+            f"| {r['env']} | `{r['agent']}` (`{r['preset']}`) | {r['final_return']:.1f}{done} | "
+            f"{r['best_return']:.1f} ({r['best_at_steps']:,} / {r['best_at_s']:.0f} s) | "
+            f"{marks[0]} / {marks[1]} | {r['env_steps']:,} | {r['sps']:,.0f} | "
+            f"{r['compile_s']:.0f} s |")
+    return lines
+
+
+def _at(curve, seconds: float) -> str:
+    """Eval return of the last evaluation at or before `seconds` of training."""
+    before = [ret for _, s, ret in curve if s <= seconds]
+    return f"{before[-1]:.1f}" if before else "-"
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--budget", type=float, default=180.0, help="training seconds per run")
+    p.add_argument("--agents", nargs="+", default=list(AGENTS), choices=list(AGENTS))
+    p.add_argument("--envs", nargs="+", default=list(ENVS))
+    p.add_argument("--eval-envs", type=int, default=16)
+    p.add_argument("--runs", default=os.path.join(_common.REPO, "runs", "pql_wallclock"))
+    p.add_argument("--out", default=None, help="JSON results (PNGs are written beside it)")
+    args = p.parse_args(argv)
+    res = {"command": " ".join([os.path.basename(sys.argv[0])] + (argv or sys.argv[1:])),
+           "layout": "single (one CPU device)", "budget_s": args.budget,
+           "machine": _common.machine_info(), "versions": _common.versions(), "runs": []}
+    for env in args.envs:
+        for agent in args.agents:
+            print(f"== {agent} on {env} ({args.budget:g} s budget)", flush=True)
+            res["runs"].append(run_one(agent, env, args.budget, args.runs, args.eval_envs))
+            _common.write_json(args.out, res)
+    res["machine"]["loadavg_after"] = _common.machine_info()["loadavg_1_5_15"]
+    out_dir = os.path.dirname(os.path.abspath(args.out)) if args.out else args.runs
+    for env in args.envs:
+        dirs = [r["run_dir"] for r in res["runs"] if r["env"] == env]
+        png = os.path.join(out_dir, f"pql_wallclock_{env}.png")
+        labels = [f"{r['agent']} ({r['preset']}) on {env}" for r in res["runs"]
+                  if r["env"] == env]
+        fig = plotting.make_figure(dirs, labels=labels)
+        fig.axes[0].set_xscale("log")  # PPO takes ~50x the env steps of the off-policy agents
+        fig.savefig(png, dpi=120)
+        res.setdefault("pngs", []).append(png)
+    _common.write_json(args.out, res)
+    print("\n".join(_common.machine_lines(res) + table(res["runs"], args.budget)))
+
+
+if __name__ == "__main__":
+    main()
