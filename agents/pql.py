@@ -130,10 +130,6 @@ class PQL(OffPolicyAgent):
             raise ValueError(f"layout='data' over {n} devices needs num_envs "
                              f"({self.train.num_envs}) and batch_size ({c.batch_size}) "
                              f"divisible by {n}.")
-        if n > jax.device_count():
-            raise ValueError(f"layout={c.layout!r} needs {n} devices; {jax.device_count()} "
-                             "visible (CPU: XLA_FLAGS=--xla_force_host_platform_device_count="
-                             f"{n}).")
 
     @property
     def layout(self) -> tuple[str, int]:

@@ -40,29 +40,38 @@ def distribute(agent, chunk, num_envs: int, emulate_devices: bool = False):
     if kind == "single":
         return chunk
     if kind == "role":
-        return _shard(chunk, _mesh(num, ROLE_AXIS), lambda runner: _replicated(runner))
+        return _shard(chunk, num, ROLE_AXIS, lambda runner: _replicated(runner))
     if emulate_devices:
         return _emulate(chunk, agent, num_envs, num)
 
     def specs(runner):
         return _data_specs(runner, agent, num_envs)
 
-    return _shard(chunk, _mesh(num, DATA_AXIS), specs)
+    return _shard(chunk, num, DATA_AXIS, specs)
 
 
-def _mesh(num: int, axis: str) -> Mesh:
+def mesh(num: int, axis: str) -> Mesh:
+    """A 1-D mesh over the first `num` devices.
+
+    Raises:
+        ValueError: fewer devices are visible (checked when the chunk is traced, before it
+            compiles; loading such a run for evaluation or export needs no mesh).
+    """
     devices = jax.devices()
     if len(devices) < num:
-        raise ValueError(f"this layout needs {num} devices; {len(devices)} visible.")
+        raise ValueError(
+            f"this run's layout needs {num} devices on its {axis!r} axis; {len(devices)} visible "
+            f"(on CPU: XLA_FLAGS=--xla_force_host_platform_device_count={num}).")
     return Mesh(np.asarray(devices[:num]), (axis,))
 
 
-def _shard(chunk, mesh: Mesh, specs_of):
+def _shard(chunk, num: int, axis: str, specs_of):
     def run(runner):
         specs = specs_of(runner)
+        on = mesh(num, axis)
         # Env code mixes per-shard and constant values in its carries; replication of the
         # outputs is guaranteed by the collectives instead of being type-checked.
-        body = jax.shard_map(chunk, mesh=mesh, in_specs=(specs,),
+        body = jax.shard_map(chunk, mesh=on, in_specs=(specs,),
                              out_specs=(specs, PartitionSpec()), check_vma=False)
         return body(runner)
 

@@ -1,7 +1,7 @@
-"""Learning (slow, still run in CI): each off-policy (SAC family, PQL) CPU preset reaches a deterministic eval
-return >= 800 on CartpoleBalance (random policy ~280-400, max 1000) at one of its evaluations
-(16 full 1000-step episodes after every chunk). Budgets (env steps, wall time on 2 cores) are in
-`benchmarks/RESULTS.md`."""
+"""Learning (slow, still run in CI): each off-policy (SAC family, PQL) CPU preset reaches a
+deterministic eval return >= 800 on CartpoleBalance (random policy ~280-400, max 1000) at one of
+its evaluations (16 full 1000-step episodes after every chunk). Budgets (env steps, wall time on
+2 cores) are in `benchmarks/RESULTS.md`."""
 
 import time
 

@@ -202,7 +202,6 @@ def test_schedules_sweep_members_differ(critic_type, target, schedule):
     ({"layout": "role", "num_devices": 4}, "num_devices 2"),
     ({"layout": "role", "num_devices": 2}, "schedule='pipelined'"),
     ({"layout": "single", "num_devices": 2}, "uses one device"),
-    ({"layout": "data", "num_devices": 2}, "visible"),
     ({"schedule": "async"}, "schedule must be one of"),
     ({"sigma_min": 0.9}, "sigma_min <= sigma_max"),
     ({"target_noise": float("nan")}, "target_noise must be finite"),
@@ -211,3 +210,13 @@ def test_bad_input_is_rejected_before_compiling(overrides, message):
     with pytest.raises(ValueError, match=message):
         _build(**overrides)
 
+
+
+def test_too_few_devices_is_an_error_when_the_chunk_is_traced():
+    """Building (and so loading a run for eval or export) needs no devices; tracing the chunk
+    names the device count and the CPU flag."""
+    agent, env, spec = _build(layout="data", num_devices=2)
+    init, chunk = loop.make_train(agent, env, spec, CFG)
+    run = jax.eval_shape(init, jax.random.PRNGKey(0), agent.default_hp())
+    with pytest.raises(ValueError, match="needs 2 devices .* 1 visible .*device_count=2"):
+        jax.eval_shape(chunk, run)

@@ -26,7 +26,7 @@ from jaxrl.agents import PPOConfig
 from jaxrl.engine import contract as agent_lib
 from jaxrl.engine import loop
 from jaxrl.envs import toy
-from jaxrl.run import checkpoint, cli, runner
+from jaxrl.run import checkpoint, cli, guards, runner
 from jaxrl.run import logging as jl
 
 PRESET = configs.get("ppo-toy-cpu")
@@ -251,9 +251,9 @@ def test_nan_param_is_named(monkeypatch):
         match=r"parameter params\['value'\]\['b'\] "
         r"\(seed index 1\) in chunk 5 of 4 \(env steps 400-500\)",
     ):
-        runner._check_finite(metrics, params, 5, CFG, 100, None)
+        guards.check_finite(metrics, params, 5, CFG, 100, None)
     # A NaN episode return is fine.
-    runner._check_finite(metrics, params["policy"], 1, CFG, 100, None)
+    guards.check_finite(metrics, params["policy"], 1, CFG, 100, None)
 
 
 def test_eval_command_prints_return(runs, capsys):
