@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import shutil
 import sys
@@ -65,17 +66,25 @@ def run_one(agent: str, env: str, budget: float, runs: str, eval_envs: int) -> d
 
 def table(results: list[dict], budget: float) -> list[str]:
     lines = [f"| env | agent (preset) | final eval return | best (env steps / s) | "
-             f"return at {budget / 3:.0f} s / {2 * budget / 3:.0f} s | env steps | SPS | "
-             "compile |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             f"first >= 950 (env steps / s) | return at {budget / 3:.0f} s / "
+             f"{2 * budget / 3:.0f} s | env steps | SPS | compile |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
         marks = [_at(r["curve"], budget / 3), _at(r["curve"], 2 * budget / 3)]
         done = " (schedule done)" if r["schedule_done"] else ""
         lines.append(
             f"| {r['env']} | `{r['agent']}` (`{r['preset']}`) | {r['final_return']:.1f}{done} | "
             f"{r['best_return']:.1f} ({r['best_at_steps']:,} / {r['best_at_s']:.0f} s) | "
-            f"{marks[0]} / {marks[1]} | {r['env_steps']:,} | {r['sps']:,.0f} | "
+            f"{_first(r['curve'], 950.0)} | {marks[0]} / {marks[1]} | {r['env_steps']:,} | "
+            f"{r['sps']:,.0f} | "
             f"{r['compile_s']:.0f} s |")
     return lines
+
+
+def _first(curve, level: float) -> str:
+    """Env steps and training seconds of the first evaluation at or above `level`."""
+    hit = next(((n, sec) for n, sec, ret in curve if ret >= level), None)
+    return f"{hit[0]:,} / {hit[1]:.0f} s" if hit else "not reached"
 
 
 def _at(curve, seconds: float) -> str:
@@ -92,7 +101,14 @@ def main(argv=None) -> None:
     p.add_argument("--eval-envs", type=int, default=16)
     p.add_argument("--runs", default=os.path.join(_common.REPO, "runs", "pql_wallclock"))
     p.add_argument("--out", default=None, help="JSON results (PNGs are written beside it)")
+    p.add_argument("--replot", action="store_true",
+                   help="no training: redraw the PNGs and the table from --out and its run dirs")
     args = p.parse_args(argv)
+    if args.replot:
+        with open(args.out) as f:
+            res = json.load(f)
+        report(res, args.out, res["budget_s"])
+        return
     res = {"command": " ".join([os.path.basename(sys.argv[0])] + (argv or sys.argv[1:])),
            "layout": "single (one CPU device)", "budget_s": args.budget,
            "machine": _common.machine_info(), "versions": _common.versions(), "runs": []}
@@ -102,18 +118,25 @@ def main(argv=None) -> None:
             res["runs"].append(run_one(agent, env, args.budget, args.runs, args.eval_envs))
             _common.write_json(args.out, res)
     res["machine"]["loadavg_after"] = _common.machine_info()["loadavg_1_5_15"]
-    out_dir = os.path.dirname(os.path.abspath(args.out)) if args.out else args.runs
-    for env in args.envs:
-        dirs = [r["run_dir"] for r in res["runs"] if r["env"] == env]
+    report(res, args.out, args.budget)
+
+
+def report(res: dict, out: str | None, budget: float) -> None:
+    """PNG per env (beside `out`) and the table, from `res` and its run dirs."""
+    out_dir = os.path.dirname(os.path.abspath(out)) if out else os.path.dirname(
+        res["runs"][0]["run_dir"])
+    for env in dict.fromkeys(r["env"] for r in res["runs"]):
+        runs = [r for r in res["runs"] if r["env"] == env]
         png = os.path.join(out_dir, f"pql_wallclock_{env}.png")
-        labels = [f"{r['agent']} ({r['preset']}) on {env}" for r in res["runs"]
-                  if r["env"] == env]
-        fig = plotting.make_figure(dirs, labels=labels)
+        fig = plotting.make_figure([r["run_dir"] for r in runs],
+                                   labels=[f"{r['agent']} ({r['preset']})" for r in runs])
         fig.axes[0].set_xscale("log")  # PPO takes ~50x the env steps of the off-policy agents
         fig.savefig(png, dpi=120)
-        res.setdefault("pngs", []).append(png)
-    _common.write_json(args.out, res)
-    print("\n".join(_common.machine_lines(res) + table(res["runs"], args.budget)))
+        res.setdefault("pngs", [])
+        if png not in res["pngs"]:
+            res["pngs"].append(png)
+    _common.write_json(out, res)
+    print("\n".join(_common.machine_lines(res) + table(res["runs"], budget)))
 
 
 if __name__ == "__main__":
