@@ -20,6 +20,7 @@ so such a resume is not bit-identical to an uninterrupted run.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -309,13 +310,15 @@ class Checkpointer:
         args = self._ocp.args
         has_replay = self.agent is not None and self.agent.has_replay
         state = pack(runner if self.replay or not has_replay else strip_replay(self.agent, runner))
-        meta = {
+        # orbax writes the JSON part in a background thread: give it a snapshot, not the
+        # caller's list, which the runner appends the next chunk's record to meanwhile.
+        meta = copy.deepcopy({
             "format": FORMAT_VERSION,
             "chunk": chunk,
-            "records": records,
+            "records": list(records),
             "config": resolved,
             "replay": self.replay or not has_replay,
-        }
+        })
         try:  # also raises a failure of the previous (asynchronous) save
             self._mgr.save(
                 chunk,

@@ -187,7 +187,13 @@ def resume(run_dir: str, progress: bool = True) -> RunResult:
         state = checkpoint.restore_runner(reader, step, meta, agent, env, spec, cfg, hp)
     finally:
         reader.close()
-    records = list(meta["records"])
+    # One record per completed chunk. Checkpoints written before the meta was snapshotted at
+    # save time could hold the next chunk's record too: those are dropped and computed again.
+    records = list(meta["records"])[:step]
+    if len(records) != step:
+        raise checkpoint.CheckpointError(
+            f"checkpoint {step} in {run_dir!r} holds {len(records)} metrics records for "
+            f"{step} chunks: it is inconsistent; move it aside to resume from an earlier one.")
     _rewrite_metrics(run_dir, records)
     return _session(
         agent,
@@ -233,16 +239,15 @@ def _session(agent: Agent, env, spec, cfg, start, run_dir, progress, resolved, r
         compiled = jax.jit(jax.vmap(chunk)).lower(runner).compile()
         evaluator = make_evaluator(agent, env, spec, cfg) if cfg.num_eval_envs else None
         compile_s = time.time() - t0
-        kind, devices = agent.layout
-        layout = f"; layout {kind} over {devices} devices" if kind != "single" else ""
+        layout = layout_name(agent)
         logger.message(
             f"compiled in {compile_s:.1f} s; {cfg.real_total_env_steps:,} env steps "
-            f"per seed x {cfg.num_seeds} seed(s){layout}"
+            f"per seed x {cfg.num_seeds} seed(s); layout {layout}"
         )
         with guards.StopOnSignal() as stop:
             runner, records, train_s = _run_chunks(
                 compiled, evaluator, runner, cfg, logger, saver, list(records), stop, resolved,
-                agent.params_of
+                agent.params_of, layout
             )
     except BaseException:
         _close(logger, saver, failing=True)
@@ -257,12 +262,20 @@ def _session(agent: Agent, env, spec, cfg, start, run_dir, progress, resolved, r
                     "compile_seconds": compile_s,
                     "train_seconds": train_s,
                     "env_steps": steps,
+                    "layout": layout,
                     "final": records[-1] if records else {},
                 },
                 f,
                 indent=2,
             )
     return RunResult(runner, records, compile_s, train_s, steps, run_dir)
+
+
+def layout_name(agent: Agent) -> str:
+    """How the run is laid out over devices, as every record and summary names it: `single`
+    (one device per seed), `data:D` or `role:D` (`jaxrl.engine.layouts`, D devices)."""
+    kind, devices = agent.layout
+    return kind if kind == "single" else f"{kind}:{devices}"
 
 
 def _close(logger, saver, failing: bool) -> None:
@@ -282,12 +295,13 @@ def _close(logger, saver, failing: bool) -> None:
 
 def _run_chunks(
     compiled, evaluator, runner, cfg, logger, saver=None, records=None, stop=None, resolved=None,
-    params_of=lambda agent_state: agent_state.params,
+    params_of=lambda agent_state: agent_state.params, layout: str = "single",
 ):
     """Runs chunks `len(records) + 1 .. num_chunks`; returns (runner, records, train seconds).
 
     The eval key of chunk i is `fold_in(PRNGKey(seed + 10_000), i)` (a typed key of the same
     bits when the run's keys are typed), so a resumed run evaluates as the uninterrupted one did.
+    Every record names the `layout` (`layout_name`) that produced its numbers.
     """
     records = list(records or [])
     train_s = float(records[-1]["wall_time"]) if records else 0.0
@@ -306,6 +320,7 @@ def _run_chunks(
             "env_steps": steps_per_chunk * (i + 1),
             "wall_time": train_s,
             "perf/sps": steps_per_chunk / dt,
+            "layout": layout,
         }
         rec.update({k: float(np.mean(v)) for k, v in metrics.items()})
         out_of_time = cfg.max_train_seconds is not None and train_s >= cfg.max_train_seconds

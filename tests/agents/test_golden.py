@@ -6,7 +6,8 @@ trains two chunks of two vmapped seeds on a pure-JAX env with fixed seeds, from 
 the per-chunk metrics are compared with the values recorded in `tests/golden/` before the code
 was restructured. On the machine kind the values were recorded on (same jax/jaxlib, CPU with the
 same vector extensions) the comparison is bit-exact; elsewhere float rounding of the compiled
-program may differ, so it falls back to a tight tolerance.
+program may differ, so it falls back to a tight tolerance (`_CROSS_MACHINE`: wider where
+training amplifies the rounding).
 
 Record again (only when a change is *meant* to alter learning) with
 `JAXRL_RECORD_GOLDEN=1 pytest tests/test_golden.py`.
@@ -76,6 +77,12 @@ _KEPT_EPISODE = ("metric_episode/return", "metric_episode/length", "metric_episo
 # Same function, different float rounding: <= 3e-7 relative after two chunks. Compared to 1e-5.
 _ROUNDING_ONLY = ("fastdsac",)
 
+# On another CPU than the recording one (e.g. AMD EPYC with AVX-512 against the recording Intel
+# Xeon) every case but one still matches to <= 4e-7 relative; WarpSAC's rounding differences
+# grow through two chunks of training to 7e-4 absolute in params and 1.2e-3 relative in its
+# actor loss (seen 2026-12-01). Tolerances (rtol, atol) off the recording machine:
+_CROSS_MACHINE = {"warpsac": (1e-2, 2e-3)}
+
 
 def _compared(key: str) -> bool:
     if key.startswith("metric_episode/"):
@@ -131,10 +138,12 @@ def test_golden_run(name):
         pytest.skip("recorded")
     want = dict(np.load(path))
     assert sorted(got) == sorted(want), "params or metrics changed structure"
-    exact = json.loads(meta_path.read_text()) == _fingerprint() and name not in _ROUNDING_ONLY
+    same_machine = json.loads(meta_path.read_text()) == _fingerprint()
+    exact = same_machine and name not in _ROUNDING_ONLY
     for key in filter(_compared, sorted(want)):
         if exact:
             np.testing.assert_array_equal(got[key], want[key], err_msg=f"{name}: {key}")
         else:
-            np.testing.assert_allclose(got[key], want[key], rtol=1e-5, atol=1e-6,
+            rtol, atol = (1e-5, 1e-6) if same_machine else _CROSS_MACHINE.get(name, (1e-5, 1e-6))
+            np.testing.assert_allclose(got[key], want[key], rtol=rtol, atol=atol,
                                        err_msg=f"{name}: {key}")

@@ -61,6 +61,8 @@ resumed = runner.resume(d + "/b", progress=False)
 out["resume"] = diff(full.runner.agent_state, resumed.runner.agent_state)
 out["eval"] = full.records[-1]["eval/episode_return"]
 out["config_layout"] = json.load(open(d + "/a/config.json"))["agent_config"]["layout"]
+out["record_layouts"] = sorted({r["layout"] for r in resumed.records})
+out["summary_layout"] = json.load(open(d + "/b/summary.json"))["layout"]
 print(json.dumps(out))
 """
 
@@ -82,3 +84,4 @@ def test_role_and_data_layouts_match_one_device():
     assert out["resume"] == 0.0
     assert out["eval"] == out["eval"]  # finite evaluation of the sharded run
     assert out["config_layout"] == "data"
+    assert out["record_layouts"] == ["data:2"] and out["summary_layout"] == "data:2"

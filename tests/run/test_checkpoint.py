@@ -500,3 +500,57 @@ def test_pack_leaves_out_size_zero_leaves_and_unpack_restores_them():
     assert out["empty"].shape == (4, 0) and out["empty"].dtype == np.float32
     np.testing.assert_array_equal(out["a"], tree["a"])
     np.testing.assert_array_equal(out["b"]["c"], tree["b"]["c"])
+
+
+def test_saved_records_are_those_of_the_saved_chunk(tmp_path, monkeypatch):
+    """The runner appends chunk k+1's record to its list while chunk k's checkpoint is still
+    being written in the background: the checkpoint must keep the records it was given (a
+    checkpoint of chunk 1 holding 2 records made a resume skip its last chunk). orbax serializes
+    the JSON part in its background thread; a slow disk is emulated by delaying that write."""
+    import asyncio
+
+    import orbax.checkpoint as ocp
+
+    handler = ocp.handlers.JsonCheckpointHandler
+    write = handler._save_fn
+
+    async def slow_write(self, x, directory):
+        await asyncio.sleep(0.3)
+        return await write(self, x, directory)
+
+    monkeypatch.setattr(handler, "_save_fn", slow_write)
+    ckpt = checkpoint.Checkpointer(str(tmp_path))
+    records = [{"chunk": 1, "env_steps": 64, "loss": 0.5}]
+    resolved = {"agent": "ppo", "train": {"num_chunks": 2}}
+    ckpt.save(1, {"x": jnp.arange(4.0)}, records, resolved)
+    records.append({"chunk": 2, "env_steps": 128})  # what the runner does next
+    records[0]["loss"] = 9.0
+    resolved["train"]["num_chunks"] = 7
+    ckpt.wait()
+    meta = ckpt.restore_meta(1)
+    ckpt.close()
+    assert meta["records"] == [{"chunk": 1, "env_steps": 64, "loss": 0.5}]
+    assert meta["config"]["train"]["num_chunks"] == 2 and meta["chunk"] == 1
+
+
+def test_resume_from_a_checkpoint_that_holds_later_records_is_exact(runs, tmp_path):
+    """What the race above left on disk (checkpoint 3 holding chunk 4's record too): resume
+    keeps the records of the chunks the checkpoint saw and ends as the straight run."""
+    run_dir = str(tmp_path / "late")
+    shutil.copytree(runs.straight_dir, run_dir)
+    ckpt = checkpoint.Checkpointer(run_dir, keep=10)
+    meta = ckpt.restore_meta(3)
+    abstract = checkpoint.abstract_runner(*runner.build("ppo", "PointMass1D", CFG, AGENT_CFG),
+                                          CFG, None)[0]
+    state = ckpt.restore_state(3, abstract, True)
+    ckpt.close()
+    shutil.rmtree(os.path.join(run_dir, "checkpoints", "3"))
+    shutil.rmtree(os.path.join(run_dir, "checkpoints", "4"))
+    ckpt = checkpoint.Checkpointer(run_dir, keep=10)
+    ckpt.save(3, state, runs.straight.records, meta["config"])  # 4 records for 3 chunks
+    ckpt.wait()
+    ckpt.close()
+    resumed = runner.resume(run_dir, progress=False)
+    assert [r["chunk"] for r in resumed.records] == [1, 2, 3, 4]
+    assert_trees_equal(runs.straight.runner, resumed.runner)
+    assert _same_records(runs.straight.records, resumed.records)

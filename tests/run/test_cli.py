@@ -87,6 +87,8 @@ def test_toy_run_writes_run_dir(tmp_path, capsys):
     records = read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
     assert [r["chunk"] for r in records] == [1, 2]
     assert records[-1]["env_steps"] == 4096 and records[-1]["perf/sps"] > 0
+    assert [r["layout"] for r in records] == ["single", "single"]  # which layout made them
+    assert json.load(open(os.path.join(run_dir, "summary.json")))["layout"] == "single"
     assert "eval/episode_return" in records[-1] and "train/policy_loss" in records[-1]
     assert glob.glob(os.path.join(run_dir, "tb", "events.out.tfevents.*"))
     params = runner.load_params(os.path.join(run_dir, "final_params"))
