@@ -1,5 +1,6 @@
 """PQL's headline claim measured here: return versus wall-clock time (and env steps) for `pql`,
-`ppo` and `sac` with their CPU presets, on `CartpoleBalance` and `CheetahRun`, each run given
+`ppo` and `sac` with their CPU presets, on `CartpoleBalance` and a locomotion task (Brax
+`halfcheetah` by default; `--envs CheetahRun` for MJX's, ~12x slower to step here), each run given
 the same training-time budget (`max_train_seconds`; compile and evaluation excluded), one after
 the other on the same machine.
 
@@ -11,7 +12,7 @@ training seconds)
 next to `--out`, and prints a table for `benchmarks/RESULTS.md`. Every run evaluates 16
 deterministic full episodes after each chunk. PPO keeps its preset's step budget and schedule
 (learning rate annealed over it): if it finishes its steps before the time budget, its curve
-ends there (the table says so).
+ends there (the table says so). `--keep` adds runs to an existing `--out` (other rows kept).
 
 The reference implementation (`Improbable-AI/pql`) needs Isaac Gym, which cannot be installed on
 this machine, so no peer runs here.
@@ -34,8 +35,12 @@ from jaxrl.engine.contract import lookup
 from jaxrl.run import plotting, runner
 
 AGENTS = {"pql": "pql-cartpole-cpu", "ppo": "ppo-dmc-cpu", "sac": "sac-dmc-cpu"}
-ENVS = ("CartpoleBalance", "CheetahRun")
+ENVS = ("CartpoleBalance", "halfcheetah")
 OFF_POLICY_CHUNKS = 400  # chunks of the preset's size; the time budget ends the run first
+# PPO's preset chunk (62 iterations, 508k env steps) takes minutes on the slower locomotion envs:
+# there its schedule is cut into more chunks (5 and 1 iterations), so the budget can stop it and
+# it is evaluated as often as the others. Same steps, learning-rate schedule and updates.
+PPO_CHUNKS = {"halfcheetah": 124, "CheetahRun": 620}
 
 
 def run_one(agent: str, env: str, budget: float, runs: str, eval_envs: int) -> dict:
@@ -46,6 +51,8 @@ def run_one(agent: str, env: str, budget: float, runs: str, eval_envs: int) -> d
         per_chunk = train.real_total_env_steps // train.num_chunks
         train = dataclasses.replace(train, num_chunks=OFF_POLICY_CHUNKS,
                                     total_env_steps=per_chunk * OFF_POLICY_CHUNKS)
+    elif env in PPO_CHUNKS:
+        train = dataclasses.replace(train, num_chunks=PPO_CHUNKS[env])
     run_dir = os.path.join(runs, f"{agent}-{env}")
     if os.path.exists(run_dir):
         shutil.rmtree(run_dir)
@@ -61,6 +68,7 @@ def run_one(agent: str, env: str, budget: float, runs: str, eval_envs: int) -> d
             "best_at_steps": best[0], "best_at_s": best[1], "curve": evals,
             "schedule_done": len(res.records) == train.num_chunks,
             "sps": res.env_steps / max(res.train_seconds, 1e-9),
+            "layout": res.records[-1]["layout"],
             "total_s": time.time() - t0}
 
 
@@ -101,6 +109,8 @@ def main(argv=None) -> None:
     p.add_argument("--eval-envs", type=int, default=16)
     p.add_argument("--runs", default=os.path.join(_common.REPO, "runs", "pql_wallclock"))
     p.add_argument("--out", default=None, help="JSON results (PNGs are written beside it)")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the other (agent, env) runs already in --out (add or redo these)")
     p.add_argument("--replot", action="store_true",
                    help="no training: redraw the PNGs and the table from --out and its run dirs")
     args = p.parse_args(argv)
@@ -112,6 +122,12 @@ def main(argv=None) -> None:
     res = {"command": " ".join([os.path.basename(sys.argv[0])] + (argv or sys.argv[1:])),
            "layout": "single (one CPU device)", "budget_s": args.budget,
            "machine": _common.machine_info(), "versions": _common.versions(), "runs": []}
+    if args.keep and args.out and os.path.exists(args.out):
+        with open(args.out) as f:
+            old = json.load(f)
+        redo = {(a, e) for a in args.agents for e in args.envs}
+        res["runs"] = [r for r in old["runs"] if (r["agent"], r["env"]) not in redo]
+        res["earlier"] = {k: old[k] for k in ("command", "machine", "versions") if k in old}
     for env in args.envs:
         for agent in args.agents:
             print(f"== {agent} on {env} ({args.budget:g} s budget)", flush=True)
@@ -128,6 +144,9 @@ def report(res: dict, out: str | None, budget: float) -> None:
     for env in dict.fromkeys(r["env"] for r in res["runs"]):
         runs = [r for r in res["runs"] if r["env"] == env]
         png = os.path.join(out_dir, f"pql_wallclock_{env}.png")
+        if not all(os.path.exists(os.path.join(r["run_dir"], "metrics.jsonl")) for r in runs):
+            print(f"(run dirs of {env} are not on this machine: {png} left as it is)")
+            continue
         fig = plotting.make_figure([r["run_dir"] for r in runs],
                                    labels=[f"{r['agent']} ({r['preset']})" for r in runs])
         fig.axes[0].set_xscale("log")  # PPO takes ~50x the env steps of the off-policy agents
