@@ -8,7 +8,9 @@
   projected twins); `pqld-ce-gpu`: PQL-D with our recommended cross-entropy to the projection
   of the lower-mean twin.
 - `pql-cartpole-cpu` (and `pqld-cartpole-cpu`, `pqld-ce-cartpole-cpu`): the same structure
-  sized for 2 cores: 32 envs, batch 256, 4 critic steps per env step, 256-128-64 nets.
+  sized for 2 cores: 32 envs, batch 256, 4 critic steps per env step, 256-128-64 nets. The PQL-D
+  ones scale rewards by 0.1, as PQL scales each task's rewards, so that discounted returns
+  (CartpoleBalance: up to 1 / (1 - 0.99) = 100) fit the atoms on [-10, 10].
 """
 
 from jaxrl.configs.base import Preset, register
@@ -24,6 +26,7 @@ _CPU_TRAIN = TrainConfig(num_envs=32, unroll_length=4, total_env_steps=64_000, n
 _CPU = (("actor_hidden", (256, 128, 64)), ("critic_hidden", (256, 128, 64)),
         ("batch_size", 256), ("buffer_size", 100_000), ("learning_starts", 4096),
         ("critic_updates_per_step", 4), ("critic_updates_per_actor_update", 2))
+_CPU_PQLD = _CPU + _PQLD + (("reward_scaling", 0.1),)
 
 register(Preset(name="pql-gpu", agent="pql", env="G1JoystickFlatTerrain", train=_GPU_TRAIN,
                 agent_overrides=_GPU,
@@ -38,9 +41,9 @@ register(Preset(name="pql-cartpole-cpu", agent="pql", env="CartpoleBalance", tra
                 agent_overrides=_CPU, description="PQL on CartpoleBalance, 2 CPU cores."))
 register(Preset(name="pqld-cartpole-cpu", agent="pql", env="CartpoleBalance",
                 train=_CPU_TRAIN,
-                agent_overrides=_CPU + _PQLD + (("distributional_target", "min_bce"),),
+                agent_overrides=_CPU_PQLD + (("distributional_target", "min_bce"),),
                 description="PQL-D (reference BCE target) on CartpoleBalance, 2 CPU cores."))
 register(Preset(name="pqld-ce-cartpole-cpu", agent="pql", env="CartpoleBalance",
                 train=_CPU_TRAIN,
-                agent_overrides=_CPU + _PQLD + (("distributional_target", "lower_ce"),),
+                agent_overrides=_CPU_PQLD + (("distributional_target", "lower_ce"),),
                 description="PQL-D (cross-entropy target) on CartpoleBalance, 2 CPU cores."))

@@ -11,7 +11,8 @@ from jaxrl import configs
 from jaxrl.engine.contract import lookup
 from jaxrl.run import runner
 
-PRESETS = ["sac-dmc-cpu", "fastdsac-dmc-cpu", "warpsac-a-cpu", "warpsac-l", "pql-cartpole-cpu"]
+PRESETS = ["sac-dmc-cpu", "fastdsac-dmc-cpu", "warpsac-a-cpu", "warpsac-l", "pql-cartpole-cpu",
+           "pqld-ce-cartpole-cpu"]
 
 
 @pytest.mark.slow

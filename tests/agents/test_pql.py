@@ -220,3 +220,18 @@ def test_too_few_devices_is_an_error_when_the_chunk_is_traced():
     run = jax.eval_shape(init, jax.random.PRNGKey(0), agent.default_hp())
     with pytest.raises(ValueError, match="needs 2 devices .* 1 visible .*device_count=2"):
         jax.eval_shape(chunk, run)
+
+
+@pytest.mark.parametrize("name", ["pqld-cartpole-cpu", "pqld-ce-cartpole-cpu"])
+def test_pqld_cpu_presets_fit_the_returns_in_the_support(name):
+    """CartpoleBalance pays at most 1 per step: discounted returns reach 1 / (1 - gamma) = 100,
+    which atoms on [-10, 10] cannot hold unless rewards are scaled (unscaled, both presets
+    stalled near 250 within 64k steps; with 0.1 they reach 977 and 997)."""
+    from jaxrl import configs
+    from jaxrl.agents.pql import PQLConfig
+
+    preset = configs.get(name)
+    config = PQLConfig(**dict(preset.agent_overrides))
+    assert preset.env == "CartpoleBalance" and config.critic_type == "categorical"
+    assert config.reward_scaling * 1.0 / (1.0 - config.gamma) <= config.v_max
+    assert config.v_min <= 0.0
