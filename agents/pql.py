@@ -205,6 +205,14 @@ class PQL(OffPolicyAgent):
             hp={k: jnp.asarray(v, jnp.float32) for k, v in hp.items()},
             critic_updates=zero, actor_updates=zero, target_updates=zero)
 
+    def learning(self, state):
+        """bool `[]`: the replay holds `learning_starts` transitions, counted over all devices of
+        the `data` layout (each device holds `1 / num_devices` of them)."""
+        count = replay.num_transitions(state.buffer)
+        if self.axis_name:
+            count = jax.lax.psum(count, self.axis_name)
+        return count >= self.config.learning_starts
+
     # ----- acting --------------------------------------------------------------------------
     def sigma(self, env_id):
         """Mixed-exploration std per env (`exploration.mixed_sigma` over the global N)."""

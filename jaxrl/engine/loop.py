@@ -205,7 +205,7 @@ def _summarize(metrics: dict) -> dict:
             # NaN, not 0, when no episode finished in this chunk.
             out[k[: -len("_sum")]] = jnp.where(count > 0, v.sum() / jnp.maximum(count, 1.0),
                                                jnp.nan)
-        elif k.startswith("buffer/"):
+        elif k.startswith("buffer/") or k.endswith("_updates"):  # running totals
             out[k] = v[-1]
         elif not k.startswith("episode/"):
             out[k] = v.mean()
