@@ -120,10 +120,13 @@ def test_update_counters_follow_the_ratios():
     k_steps = 5
     init, chunk = loop.make_train(agent, env, spec, CFG)
     run = jax.jit(init)(jax.random.PRNGKey(0), agent.default_hp())
-    run, _ = jax.jit(chunk)(run)
+    run, metrics = jax.jit(chunk)(run)
     s = run.agent_state
     assert (int(s.critic_updates), int(s.actor_updates), int(s.target_updates)) == (
         8 * k_steps, 4 * k_steps, 8 * k_steps)
+    # logged as the totals after the chunk, not as chunk means of the running totals
+    assert (float(metrics["train/critic_updates"]), float(metrics["train/actor_updates"])) == (
+        8.0 * k_steps, 4.0 * k_steps)
     from jaxrl.agents.pql import PQL, PQLConfig
 
     big = PQL(config=PQLConfig(), spec=spec, train=dataclasses.replace(CFG, num_envs=4096))

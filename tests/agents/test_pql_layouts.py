@@ -47,6 +47,7 @@ emulated, m_emulated = run(data, emulate=True)
 out["data"] = diff(sharded.agent_state, emulated.agent_state)
 out["data_env"] = diff(sharded.env_state.obs, emulated.env_state.obs)
 out["data_metrics"] = diff(m_sharded, m_emulated)
+out["data_critic_updates"] = int(sharded.agent_state.critic_updates)
 leaf = sharded.agent_state.buffer.data["obs"]
 out["buffer_shards"] = len(leaf.sharding.device_set)
 
@@ -81,6 +82,9 @@ def test_role_and_data_layouts_match_one_device():
         assert out[f"role{n}"] <= 1e-6 and out[f"role{n}_metrics"] <= 1e-6
     assert out["data"] <= 1e-5 and out["data_env"] <= 1e-5 and out["data_metrics"] <= 1e-5
     assert out["buffer_shards"] == 2
+    # learning_starts (16) counts all devices' transitions: 16 after iteration 1 (8 per device),
+    # so all 5 iterations learn, 2 x 2 critic steps each.
+    assert out["data_critic_updates"] == 5 * 4
     assert out["resume"] == 0.0
     assert out["eval"] == out["eval"]  # finite evaluation of the sharded run
     assert out["config_layout"] == "data"
