@@ -81,4 +81,32 @@ class PointMass(_Toy):
                              done=jnp.zeros(()), metrics={"distance": jnp.abs(x)})
 
 
-TOY_ENVS = {"DoneAfterK": DoneAfterK, "PointMass1D": PointMass}
+class TwoModes(_Toy):
+    """One-step bandit with two equally good actions: the test of a multimodal policy.
+
+    obs = [1]; the episode terminates after one step with reward
+    `exp(-((|a| - 0.7) / 0.15)^2)`: 1 at a = -0.7 and a = +0.7, about 4e-10 at a = 0, so a
+    unimodal policy either picks one mode or sits between them and earns nothing; a policy that
+    represents the reward's shape puts mass on both. Actions of size 1 (the first entry is read).
+    """
+
+    name = "TwoModes"
+    action_size = 1
+    modes = (-0.7, 0.7)
+    width = 0.15
+
+    def __init__(self, episode_length: int = 1):
+        super().__init__(episode_length)
+
+    def reset(self, key):
+        del key
+        return State(data={}, obs=jnp.ones((1,)), reward=jnp.zeros(()), done=jnp.zeros(()),
+                     metrics={}, info={})
+
+    def step(self, state, action):
+        a = jnp.clip(action[0], -1.0, 1.0)
+        reward = jnp.exp(-jnp.square((jnp.abs(a) - self.modes[1]) / self.width))
+        return state.replace(reward=reward, done=jnp.ones(()))
+
+
+TOY_ENVS = {"DoneAfterK": DoneAfterK, "PointMass1D": PointMass, "TwoModes": TwoModes}

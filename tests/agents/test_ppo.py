@@ -9,7 +9,7 @@ import pytest
 
 from jaxrl import configs
 from jaxrl.agents import PPOConfig
-from jaxrl.agents.ppo import _minibatches
+from jaxrl.learning.onpolicy import minibatches as _minibatches
 from jaxrl.engine import loop, rollout
 from jaxrl.engine.types import Transition
 from jaxrl.run import runner
@@ -35,7 +35,7 @@ def test_first_minibatch_ratio_is_one_with_normalize_after_sgd():
     from jaxrl.learning import running_stats
 
     state = state.replace(obs_stats=running_stats.update(state.obs_stats, traj.obs))
-    policy = agent.policy(state.params["policy"], agent._normalize(state.obs_stats, traj.obs))
+    policy = agent.policy(state.params["policy"], agent.normalize(state.obs_stats, traj.obs))
     old = policy.log_prob_raw(traj.extras["raw_action"])
     traj = traj.replace(extras=dict(traj.extras, log_prob=old))
     _, metrics = agent._loss(state.params, state.obs_stats, traj, jax.random.PRNGKey(0),

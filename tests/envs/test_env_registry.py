@@ -41,7 +41,7 @@ def scratch():
 def test_builtin_families_in_order():
     envs = list_envs()
     assert list(envs) == ["toy", "goal", "playground", "brax"]
-    assert envs["toy"] == ("DoneAfterK", "PointMass1D")
+    assert envs["toy"] == ("DoneAfterK", "PointMass1D", "TwoModes")
     assert envs["brax"] == registry.BRAX_ENVS
     assert all(isinstance(names, tuple) for names in envs.values())
 
