@@ -141,9 +141,13 @@ def check_hp(hp: dict[str, float], ranges: dict[str, tuple[float, float]],
 
 
 def check_choice(name: str, value, choices) -> None:
-    """Raises ValueError unless `value` is one of `choices` (the message lists them)."""
+    """Raises ValueError unless `value` is one of `choices` (the message lists them and names
+    the closest one)."""
     if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got {value!r}.")
+        close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.5)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got "
+                         f"{value!r}.{hint}")
 
 
 def check_positive(config, *names: str) -> None:

@@ -17,13 +17,13 @@ Shapes: `A` = action size, leading batch axes `...`; float32 throughout.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Sequence
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxrl.engine.contract import check_choice
 from jaxrl.learning.networks import ACTIVATIONS
 
 CONVENTIONS = ("jaxrl", "fpo")
@@ -33,10 +33,7 @@ CFM_LOSSES = ("eps_mse", "u_mse")
 
 
 def _check_name(kind: str, value: str, choices: Sequence[str]) -> None:
-    if value not in choices:
-        close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.5)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"Unknown {kind} {value!r}; known: {', '.join(choices)}.{hint}")
+    check_choice(kind, value, choices)
 
 
 def check_flow_settings(num_steps: int, sampler: str = "euler", convention: str = "jaxrl",

@@ -136,3 +136,33 @@ def binary_cross_entropy(probs, target, eps: float):
     t = jax.lax.stop_gradient(target)[None]
     bce = -(t * jnp.log(p) + (1.0 - t) * jnp.log1p(-p))
     return bce.mean(axis=(1, 2)).sum()
+
+
+def fpo_ratio(old_cfm, new_cfm, per_sample: bool = False, log_clip: float = 3.0):
+    """FPO's likelihood-ratio surrogate from per-sample CFM losses `[..., N_mc]`.
+
+    Averaged (FPO, McAllister et al., arXiv 2507.21053, Eq. 9; `akanazawa/fpo` `fpo.py`
+    `average_losses_before_exp=True`): `exp(mean_i l_old,i - mean_i l_theta,i)`, shape `[..., 1]`.
+    Per-sample (FPO++, Yi et al., arXiv 2602.02481, Sec. 4.1): `exp(clip(l_old,i - l_theta,i,
+    -log_clip, log_clip))`, shape `[..., N_mc]` (each pair clipped by the trust region on its
+    own, sharing the advantage).
+    """
+    if per_sample:
+        return jnp.exp(jnp.clip(old_cfm - new_cfm, -log_clip, log_clip))
+    return jnp.exp(jnp.mean(old_cfm, axis=-1, keepdims=True)
+                   - jnp.mean(new_cfm, axis=-1, keepdims=True))
+
+
+def trust_region_objective(ratio, adv, eps, kind: str = "clip"):
+    """Per-sample surrogate to maximize, same shape as `ratio` (`adv` broadcasts).
+
+    `clip`: PPO's `min(r A, clip(r, 1 - eps, 1 + eps) A)` (arXiv 1707.06347, Eq. 7).
+    `aspo` (FPO++, arXiv 2602.02481, Sec. 4.2): the PPO clip where `A >= 0`; where `A < 0` the
+    SPO objective `r A - |A| / (2 eps) (r - 1)^2` (Xie et al., arXiv 2401.16025), which pulls the
+    ratio back to its maximum at `r = 1 - eps` instead of zeroing the gradient.
+    """
+    ppo = jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - eps, 1.0 + eps) * adv)
+    if kind == "clip":
+        return ppo
+    spo = ratio * adv - jnp.abs(adv) / (2.0 * eps) * jnp.square(ratio - 1.0)
+    return jnp.where(adv >= 0.0, ppo, spo)
