@@ -55,3 +55,12 @@ register(Preset(
                      ("num_minibatches", 4), ("num_epochs", 4), ("learning_rate", 3e-3),
                      ("gamma", 0.95), ("reward_scaling", 1.0), ("entropy_cost", 1e-3)),
     description="Pure-JAX toy env: seconds to compile (tests, smoke runs)."))
+
+register(Preset(
+    name="ppo-twomodes-cpu", agent="ppo", env="TwoModes",
+    train=TrainConfig(num_envs=256, unroll_length=4, total_env_steps=256 * 4 * 150,
+                      num_chunks=3, num_eval_envs=16),
+    agent_overrides=(("policy_hidden", (32, 32)), ("value_hidden", (32, 32)),
+                     ("num_minibatches", 4), ("num_epochs", 4), ("learning_rate", 1e-3),
+                     ("gamma", 0.9), ("reward_scaling", 1.0), ("normalize_observations", False)),
+    description="Gaussian PPO on the two-mode bandit (the flow policies' comparison)."))
