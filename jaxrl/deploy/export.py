@@ -6,8 +6,7 @@ The exported function is any agent's deterministic policy,
     action_env = to_env_units(agent.act(agent_state, obs, fixed_key, deterministic=True)[0]),
 
 traced with `jax.make_jaxpr` and converted primitive by primitive (`jaxrl.deploy.onnx_convert`),
-so no
-agent needs export code of its own. Observation normalization, parameters and action scaling
+so no agent needs export code of its own. Observation normalization, parameters and action scaling
 are part of the graph: feed raw observations, get actions in the env's actuator units (the
 same mapping `envs/adapters.py` applies: `low + (clip(a, -1, 1) + 1) / 2 * (high - low)`,
 none when the bounds are [-1, 1]).
@@ -21,6 +20,13 @@ Parity: before anything is written, the exported model runs (onnxruntime, or the
 the same policy in the env, and its actions are compared with the JAX policy's; a maximum
 absolute error above the tolerance (1e-5) raises `ParityError`. The measured error is printed
 by the CLI and stored in the sidecar.
+
+Policy info: the sidecar's `policy_info` says what the exported policy computes. It is
+`{"deterministic": true}` updated with the agent's optional `export_info()` (a method, or a
+property, returning a JSON-friendly dict), looked up with `getattr(agent, "export_info", None)`.
+Flow policies use it for their sampler, e.g. `{"policy": "flow", "integration_steps": 10,
+"sampler": "euler", "deterministic": true, "initial_noise": "zeros"}`: the K-step sampler
+(`lax.scan`) is unrolled into the ONNX graph, so K is fixed at export time.
 """
 
 from __future__ import annotations
@@ -93,6 +99,28 @@ def deterministic_policy(agent, agent_state, spec: EnvSpec, key: jax.Array | Non
         return to_env_units(action, spec.action_low, spec.action_high)
 
     return policy
+
+
+def policy_info(agent) -> dict:
+    """The sidecar's `policy_info`: `{"deterministic": True}` updated with the agent's optional
+    `export_info()` (method or property returning a dict).
+
+    Raises:
+        TypeError: `export_info` gives something other than a JSON-serializable dict.
+    """
+    extra = getattr(agent, "export_info", None)
+    if callable(extra):
+        extra = extra()
+    if extra is not None and not isinstance(extra, dict):
+        raise TypeError(f"{type(agent).__name__}.export_info must give a dict, got "
+                        f"{type(extra).__name__}.")
+    info = {"deterministic": True, **(extra or {})}
+    try:
+        json.dumps(info)
+    except TypeError as err:
+        raise TypeError(f"{type(agent).__name__}.export_info is not JSON-serializable: {err}"
+                        ) from err
+    return info
 
 
 def record_observations(agent, agent_state, env, spec: EnvSpec, cfg, num: int = NUM_PARITY_OBS,
@@ -248,6 +276,7 @@ def export_policy(agent, agent_state, env, spec: EnvSpec, cfg, out: str, fmt: st
 
     Raises:
         ValueError: unknown format or non-positive batch size.
+        TypeError: the agent's `export_info` is not a JSON-serializable dict.
         ParityError: the exported policy is off by more than `tolerance`; nothing is written.
         jaxrl.deploy.onnx_convert.UnsupportedPrimitiveError: the policy uses an unconvertible
             primitive.
@@ -256,6 +285,7 @@ def export_policy(agent, agent_state, env, spec: EnvSpec, cfg, out: str, fmt: st
         raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}.")
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive, got {batch_size}.")
+    about = policy_info(agent)
     policy = deterministic_policy(agent, agent_state, spec)
     traced = trace_policy(policy, spec, batch_size)
     blob, facts = _serialize(traced, fmt, platforms)
@@ -271,7 +301,8 @@ def export_policy(agent, agent_state, env, spec: EnvSpec, cfg, out: str, fmt: st
                           f"over {reference.shape[0] * batch_size} recorded observations), above "
                           f"the tolerance {tolerance:g}.")
     meta = sidecar(traced, spec, cfg, fmt, os.path.basename(out), error, tolerance,
-                   reference.shape[0] * batch_size, dict(facts, **(info or {})))
+                   reference.shape[0] * batch_size, dict(facts, **(info or {})),
+                   policy=about)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "wb") as f:
         f.write(blob)
@@ -281,8 +312,10 @@ def export_policy(agent, agent_state, env, spec: EnvSpec, cfg, out: str, fmt: st
 
 
 def sidecar(traced: TracedPolicy, spec: EnvSpec, cfg, fmt: str, file: str, error: float,
-            tolerance: float, num_obs: int, info: dict | None) -> dict:
-    """The JSON sidecar: I/O layout, action bounds, control rate, provenance, parity."""
+            tolerance: float, num_obs: int, info: dict | None, policy: dict | None = None
+            ) -> dict:
+    """The JSON sidecar: I/O layout, action bounds, control rate, provenance, parity, and
+    `policy_info` (`policy`, default `{"deterministic": True}`; see `policy_info`)."""
     repeat = int(cfg.action_repeat)
     control_dt = None if spec.dt is None else float(spec.dt) * repeat
     inputs = [{"name": n, "obs_key": n if spec.obs_is_dict else None, "shape": list(s),
@@ -299,7 +332,8 @@ def sidecar(traced: TracedPolicy, spec: EnvSpec, cfg, fmt: str, file: str, error
                    "dtype": "float32", "action_size": spec.action_size,
                    "low": list(spec.action_low), "high": list(spec.action_high),
                    "units": "env actuator units (policy's [-1, 1] action mapped to [low, high])"},
-        "deterministic": True, "batch_size": traced.shapes[0][0],
+        "deterministic": True, "policy_info": policy or {"deterministic": True},
+        "batch_size": traced.shapes[0][0],
         "env_dt": spec.dt, "action_repeat": repeat, "control_dt": control_dt,
         "control_frequency_hz": None if not control_dt else 1.0 / control_dt,
         "parity": {"max_abs_error": error, "tolerance": tolerance, "num_observations": num_obs,
