@@ -49,6 +49,14 @@ CASES = {
     "cppo": ("PointMaze", {"hidden": (16, 16), "actor_hidden": (16, 16), "critic_batch_size": 32,
                            "num_minibatches": 4, "num_epochs": 2, "critic_epochs": 2},
              {"unroll_length": 10}),
+    "fpo": ("PointMass1D", {"policy_hidden": (16, 16), "value_hidden": (16, 16),
+                            "num_minibatches": 4, "num_epochs": 2, "flow_steps": 3,
+                            "num_mc": 2}, {}),
+    "policyflow": ("PointMass1D", {"policy_hidden": (16, 16), "value_hidden": (16, 16),
+                                   "time_dim": 16, "num_minibatches": 4, "num_epochs": 2,
+                                   "flow_steps": 3}, {}),
+    "flow_sac": ("PointMass1D", dict(_OFF, actor_hidden=(16,), critic_hidden=(16,),
+                                     log_std_hidden=(16,), flow_steps=2), {}),
 }
 ITERATIONS = 3
 # Raw-vs-typed equality compiles the run a second time: one agent by default, all when slow.
