@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 ACTIVATIONS = {"silu": nn.silu, "swish": nn.silu, "relu": nn.relu, "tanh": nn.tanh,
-               "elu": nn.elu, "gelu": nn.gelu}
+               "elu": nn.elu, "gelu": nn.gelu, "mish": jax.nn.mish}
 
 
 class MLP(nn.Module):

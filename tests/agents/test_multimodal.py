@@ -18,7 +18,7 @@ from jaxrl.engine.contract import lookup
 from jaxrl.envs.toy import TwoModes
 from jaxrl.run import runner
 
-FLOW_PRESETS = ["fpo-twomodes-cpu", "flow-sac-twomodes-cpu"]
+FLOW_PRESETS = ["fpo-twomodes-cpu", "policyflow-twomodes-cpu", "flow-sac-twomodes-cpu"]
 
 
 def _mode_masses(name: str, num_samples: int = 4000):
