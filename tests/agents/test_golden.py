@@ -10,7 +10,9 @@ program may differ, so it falls back to a tight tolerance (`_CROSS_MACHINE`: wid
 training amplifies the rounding).
 
 Record again (only when a change is *meant* to alter learning) with
-`JAXRL_RECORD_GOLDEN=1 pytest tests/test_golden.py`.
+`JAXRL_RECORD_GOLDEN=1 pytest tests/agents/test_golden.py -k NAME`: each case writes its
+`NAME.npz` and the recording machine's fingerprint `NAME.machine.json` (the first cases share
+`machine.json`).
 """
 
 from __future__ import annotations
@@ -61,6 +63,18 @@ CASES = {
     "cppo": ("cppo", "PointMaze", {"hidden": (16, 16), "actor_hidden": (16, 16),
                                    "critic_batch_size": 32, "num_minibatches": 4,
                                    "num_epochs": 2, "critic_epochs": 2}, {"unroll_length": 10}),
+    "fpo": ("fpo", "PointMass1D", {"policy_hidden": (16, 16), "value_hidden": (16, 16),
+                                   "num_minibatches": 4, "num_epochs": 2, "flow_steps": 4,
+                                   "num_mc": 3}, {}),
+    "fpo_plus": ("fpo", "PointMass1D", {"policy_hidden": (16,), "value_hidden": (16,),
+                                        "num_minibatches": 4, "num_epochs": 2, "flow_steps": 3,
+                                        "num_mc": 2, "per_sample_ratio": True,
+                                        "trust_region": "aspo", "sampler": "midpoint",
+                                        "cfm_loss": "u_mse", "sde_sigma": 0.1}, {}),
+    "policyflow": ("policyflow", "PointMass1D", {"policy_hidden": (16, 16),
+                                                 "value_hidden": (16, 16), "time_dim": 16,
+                                                 "num_minibatches": 4, "num_epochs": 2,
+                                                 "flow_steps": 3}, {}),
 }
 
 
@@ -124,13 +138,16 @@ def _flat(params, metrics) -> dict[str, np.ndarray]:
     return out
 
 
-@pytest.mark.slow  # ten compiles (2-3 minutes): in the default suite, not the quick loop
+@pytest.mark.slow  # one compile per case (3-4 minutes): in the default suite, not the quick loop
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden_run(name):
     params, metrics = _run(name)
     got = _flat(params, metrics)
     path = GOLDEN / f"{name}.npz"
-    meta_path = GOLDEN / "machine.json"
+    # Cases recorded later than the first set carry their own machine record.
+    meta_path = GOLDEN / f"{name}.machine.json"
+    if not meta_path.exists() and not RECORD:
+        meta_path = GOLDEN / "machine.json"
     if RECORD:
         GOLDEN.mkdir(exist_ok=True)
         np.savez(path, **got)
