@@ -18,7 +18,14 @@ from jaxrl.engine.contract import lookup
 from jaxrl.envs.toy import TwoModes
 from jaxrl.run import runner
 
-FLOW_PRESETS = ["fpo-twomodes-cpu", "policyflow-twomodes-cpu", "flow-sac-twomodes-cpu"]
+# SAC Flow does not keep both modes (measured; `benchmarks/RESULTS.md`): strict xfail, so a
+# change that makes it pass shows up and the marker must go.
+_FLOW_SAC_COLLAPSES = pytest.mark.xfail(strict=True, reason=(
+    "SAC Flow concentrates on one mode or stays a broad noise-dominated spread: its entropy "
+    "surrogate (the path log-likelihood) scores only the injected noise, not the spread of the "
+    "map A_0 -> A_K; Flow-G and Flow-T, fixed or tuned alpha, reward width 0.15 or 0.3"))
+FLOW_PRESETS = ["fpo-twomodes-cpu", "policyflow-twomodes-cpu",
+                pytest.param("flow-sac-twomodes-cpu", marks=_FLOW_SAC_COLLAPSES)]
 
 
 def _mode_masses(name: str, num_samples: int = 4000):
