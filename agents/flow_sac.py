@@ -137,6 +137,14 @@ class FlowSAC(SoftActorCritic):
         return cells.FlowPolicy(variables=actor_vars, obs=obs, cell=self.actor_net,
                                 num_steps=int(c.flow_steps), jacobian=jacobian), actor_vars
 
+    def export_info(self) -> dict:
+        """What the exported deterministic policy computes (for the export sidecar)."""
+        c = self.config
+        return {"policy": "flow", "agent": "flow_sac", "flow_cell": c.flow_cell,
+                "integration_steps": int(c.flow_steps), "sampler": "euler",
+                "deterministic": True, "initial_noise": "zeros", "step_noise": "none",
+                "squash": "tanh"}
+
     def act(self, state, obs, key, deterministic: bool = False):
         """Action in [-1, 1] `[N, A]`: the noise-free rollout when deterministic, else a path
         sample (uniform during warm-up)."""

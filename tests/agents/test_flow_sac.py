@@ -1,5 +1,6 @@
 """SAC Flow (`flow_sac`): bad input, two chunks on a toy env per cell, gradient health through
-K steps, the deterministic mode, export parity, and (slow) learning and multimodality."""
+K steps, the deterministic mode, export parity and sidecar info, and (slow) learning; the
+multimodality check is in `tests/agents/test_multimodal.py`."""
 
 import dataclasses
 import time
@@ -144,3 +145,10 @@ def test_flow_sac_dmc_cpu_learns_cartpole_balance():
     print(f"flow-sac-dmc-cpu: wall {time.time() - start:.0f} s, compile "
           f"{result.compile_seconds:.0f} s, train {result.train_seconds:.0f} s, evals {returns}")
     assert max(returns) >= 800.0, returns
+
+
+def test_export_info_describes_the_deterministic_sampler():
+    agent = _build(flow_steps=3, flow_cell="decoder")[0]
+    info = agent.export_info()
+    assert info["integration_steps"] == 3 and info["flow_cell"] == "decoder"
+    assert info["deterministic"] is True and info["initial_noise"] == "zeros"

@@ -75,6 +75,8 @@ CASES = {
                                                  "value_hidden": (16, 16), "time_dim": 16,
                                                  "num_minibatches": 4, "num_epochs": 2,
                                                  "flow_steps": 3}, {}),
+    "flow_sac": ("flow_sac", "PointMass1D", dict(_OFF, actor_hidden=(16,), critic_hidden=(16,),
+                                                 log_std_hidden=(16,), flow_steps=2), {}),
 }
 
 
