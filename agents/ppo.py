@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-import jax
 import jax.numpy as jnp
 
 from jaxrl.learning import distributions, losses, onpolicy
