@@ -101,4 +101,5 @@ def test_list_agents_in_a_fresh_interpreter():
     out = subprocess.run(
         [sys.executable, "-c", "from jaxrl.run.cli import main; main(['list', 'agents'])"],
         capture_output=True, text=True, check=True, timeout=300)
-    assert out.stdout.split() == ["ppo", "sac", "fastdsac", "warpsac", "crl", "cppo", "pql"]
+    assert out.stdout.split() == ["ppo", "sac", "fastdsac", "warpsac", "crl", "cppo", "pql", "fpo",
+                                 "flow_sac", "policyflow"]
