@@ -8,6 +8,8 @@ so training must concentrate the mass on both). Gaussian PPO is trained and repo
 them (printed, and recorded in `benchmarks/RESULTS.md`): a tanh-Gaussian has one mode.
 """
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,8 +27,12 @@ _FLOW_SAC_COLLAPSES = pytest.mark.xfail(strict=True, reason=(
     "surrogate (the path log-likelihood) scores only the injected noise, not the spread of the "
     "map A_0 -> A_K; Flow-G and Flow-T, fixed or tuned alpha, reward width 0.15 or 0.3"))
 # PolicyFlow's run on the same bandit, with the same criterion: tests/agents/test_policyflow.py.
+# The two runs whose outcome is recorded in benchmarks/RESULTS.md (SAC Flow's collapse, Gaussian
+# PPO) run with JAXRL_TEST_ALL_AGENTS=1, to keep the default suite inside its time budget.
+_ALL_AGENTS = pytest.mark.skipif(not os.environ.get("JAXRL_TEST_ALL_AGENTS"),
+                                 reason="set JAXRL_TEST_ALL_AGENTS=1 (recorded in RESULTS.md)")
 FLOW_PRESETS = ["fpo-twomodes-cpu",
-                pytest.param("flow-sac-twomodes-cpu", marks=_FLOW_SAC_COLLAPSES)]
+                pytest.param("flow-sac-twomodes-cpu", marks=[_FLOW_SAC_COLLAPSES, _ALL_AGENTS])]
 
 
 def _mode_masses(name: str, num_samples: int = 4000):
@@ -58,6 +64,7 @@ def test_flow_policies_keep_both_modes(name):
 
 
 @pytest.mark.slow
+@_ALL_AGENTS
 def test_gaussian_ppo_on_the_same_bandit_is_reported():
     """The comparison: PPO's tanh-Gaussian has one mode. Even centred at 0 with the best std
     (about 0.9), a tanh-Gaussian holds at most ~22% within 0.2 of each of +-0.7, so it cannot

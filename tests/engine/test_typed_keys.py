@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -153,8 +154,17 @@ def _data(tree) -> list[np.ndarray]:
             for x in jax.tree.leaves(tree)]
 
 
+# Agents added after the first set share their state layouts (on-policy core, SAC core) with
+# agents checked here by default; their raw-vs-typed runs (a compile each) need
+# JAXRL_TEST_ALL_AGENTS=1, to keep the default suite inside its time budget.
+_ALL_AGENTS = pytest.mark.skipif(not os.environ.get("JAXRL_TEST_ALL_AGENTS"),
+                                 reason="set JAXRL_TEST_ALL_AGENTS=1 (a compile per agent)")
+_LATER = ("fpo", "policyflow", "flow_sac")
+
+
 @pytest.mark.parametrize("name", [
-    pytest.param(n, marks=() if n in RAW_BY_DEFAULT else pytest.mark.slow)
+    pytest.param(n, marks=() if n in RAW_BY_DEFAULT else
+                 [pytest.mark.slow] + ([_ALL_AGENTS] if n in _LATER else []))
     for n in agent_lib.list_agents()])
 def test_typed_and_raw_keys_train_identically(name):
     *_, cfg, hps, init, chunk = _setup(name)
