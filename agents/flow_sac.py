@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.engine.contract import check_choice
-from jaxrl.learning import exploration, losses
+from jaxrl.learning import exploration
 from jaxrl.learning import flow_cells as cells
 from jaxrl.learning.networks import ACTIVATIONS
 from jaxrl.learning.sac_config import HP_FIELDS, HP_RANGES, SACCoreConfig
@@ -180,15 +180,9 @@ class FlowSAC(SoftActorCritic):
     def critic_loss(self, critic_params, state, batch, key):
         """`0.5 mean((Q_i - y)^2)` averaged over heads, `y` the soft TD target with the
         ensemble reduced by `q_agg` and the next action's path log-likelihood."""
-        c = self.config
-        next_a, alpha_logp = self.next_action(state, batch, key)
-        out, tgt, variables = self.critic_outputs(critic_params, state, batch, next_a)
-        reward = self.scaled_reward(state, batch.reward)
-        mask = 1.0 - batch.truncated if c.truncation == "brax" else jnp.ones_like(reward)
-        target = losses.soft_td_target(reward, batch.discount,
-                                       self.aggregate(self.q_values(tgt)), alpha_logp)
+        loss, out, variables, alpha_logp = self.scalar_critic_loss(critic_params, state, batch,
+                                                                   key)
         q = self.q_values(out)
-        loss = 0.5 * jnp.mean(jnp.square(q - jax.lax.stop_gradient(target)) * mask)
         metrics = {"train/critic_loss": loss, "train/q_mean": q.mean(),
                    "train/next_log_prob": (alpha_logp / jnp.exp(state.log_alpha)).mean()}
         return loss, (metrics, variables, {})

@@ -58,7 +58,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.engine.contract import check_choice, check_log_std_bounds
-from jaxrl.learning import flow, losses, onpolicy
+from jaxrl.learning import distributions, flow, losses, onpolicy
 from jaxrl.learning.networks import ACTIVATIONS
 
 HP_FIELDS = onpolicy.HP_FIELDS + ("clipping_epsilon", "brownian_coef", "entropy_coef")
@@ -66,7 +66,6 @@ HP_RANGES = dict(onpolicy.HP_RANGES, clipping_epsilon=(0.0, 10.0), brownian_coef
                  entropy_coef=(0.0, 1e3))
 T_SAMPLINGS = ("grid", "uniform")
 REDUCTIONS = ("official_mean", "paper_l2")
-LOG_2PI = math.log(2.0 * math.pi)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,49 +133,6 @@ class PolicyFlowConfig(onpolicy.OnPolicyConfig):
     on `mean((G - V)^2)`."""
     reward_scaling: float = 1.0
     """Rewards are multiplied by this inside the loss (reference: unscaled)."""
-
-
-# ----- the pieces of the objective (pure functions, tested by hand numbers) -------------------
-
-
-def gaussian_log_prob(x, mean, log_std):
-    """`sum_i log N(x_i; mean_i, exp(log_std_i)^2)` over the last axis."""
-    z = (x - mean) * jnp.exp(-log_std)
-    return jnp.sum(-0.5 * jnp.square(z) - log_std - 0.5 * LOG_2PI, axis=-1)
-
-
-def gaussian_entropy(log_std):
-    """`1/2 sum_i log(2 pi e sigma_i^2)` over the last axis."""
-    return jnp.sum(log_std + 0.5 * (LOG_2PI + 1.0), axis=-1)
-
-
-def gaussian_kl(mean_old, log_std_old, mean_new, log_std_new):
-    """`KL(N(mean_old, sigma_old) || N(mean_new, sigma_new))` summed over the last axis (the
-    direction RSL-RL's adaptive learning rate uses)."""
-    var_ratio = jnp.exp(2.0 * (log_std_old - log_std_new))
-    gap = jnp.square(mean_old - mean_new) * jnp.exp(-2.0 * log_std_new)
-    return jnp.sum(log_std_new - log_std_old + 0.5 * (var_ratio + gap) - 0.5, axis=-1)
-
-
-def rectified_flow_score(v, x, t):
-    """`grad log p_t(x) = (t v(x, t) - x) / (1 - t)` for the path `x_t = (1 - t) z + t a`,
-    `z ~ N(0, I)` (from `E[a | x] = x + (1 - t) v` and `p_t(x | a) = N(t a, (1 - t)^2)`)."""
-    return (t * v - x) / (1.0 - t)
-
-
-def brownian_residual(v, v_old, x_t, t):
-    """`eta = (1 - t) v - (x_t - t v_old)` `[..., A]` (`t` `[..., 1]`): zero when `v` is the
-    negative score `(x_t - t v_old) / (1 - t)` of the behaviour flow."""
-    return (1.0 - t) * v - (x_t - t * jax.lax.stop_gradient(v_old))
-
-
-def training_times(key, shape, num_steps: int, kind: str = "grid"):
-    """Flow times `shape` float32: `grid` -> uniform over `j / (2K)`, j = 1..2K-1 (grid points
-    and midpoints without t = 0 and t = 1); `uniform` -> U(0, 1)."""
-    if kind == "uniform":
-        return jax.random.uniform(key, shape)
-    j = jax.random.randint(key, shape, 1, 2 * num_steps)
-    return j.astype(jnp.float32) / (2.0 * num_steps)
 
 
 # ----- the network ----------------------------------------------------------------------------
@@ -294,11 +250,11 @@ class PolicyFlow(onpolicy.OnPolicyActorCritic):
         a_hat = self.sample(params, obs, z)
         log_std = jnp.broadcast_to(self.log_std(params), shape)
         noise = jnp.exp(log_std) * jax.random.normal(k_n, shape)
-        t = training_times(k_t, obs.shape[:-1] + (1,), c.flow_steps, c.t_sampling)
+        t = flow.sample_midpoint_times(k_t, obs.shape[:-1] + (1,), c.flow_steps, c.t_sampling)
         v_old = self.velocity(params, obs, flow.interpolate(z, a_hat, t), t[..., 0])
+        log_prob = distributions.diag_gaussian_log_prob(noise, 0.0, log_std)
         extras = {"z": z, "a_hat": a_hat, "noise": noise, "log_std_old": log_std,
-                  "log_prob": gaussian_log_prob(noise, 0.0, log_std), "flow_t": t,
-                  "v_old": v_old}
+                  "log_prob": log_prob, "flow_t": t, "v_old": v_old}
         return jnp.tanh(a_hat + noise), extras
 
     def flow_terms(self, policy_params, obs, extras):
@@ -308,7 +264,7 @@ class PolicyFlow(onpolicy.OnPolicyActorCritic):
         x_t = flow.interpolate(extras["z"], extras["a_hat"], t)
         v = self.velocity(policy_params, self.policy_in(obs), x_t, t[..., 0])
         v_old = jax.lax.stop_gradient(extras["v_old"])
-        return v - v_old, brownian_residual(v, v_old, x_t, t), self.log_std(policy_params)
+        return v - v_old, flow.brownian_residual(v, v_old, x_t, t), self.log_std(policy_params)
 
     def policy_objective(self, policy_params, obs, mb, adv, key, hp):
         """Clipped surrogate on `log rho = log N(n; dv, sigma^2) - log N(n; 0, sigma_old^2)`;
@@ -316,14 +272,14 @@ class PolicyFlow(onpolicy.OnPolicyActorCritic):
         del key
         ex = mb.extras
         dv, eta, log_std = self.flow_terms(policy_params, obs, ex)
-        logp = gaussian_log_prob(ex["noise"], dv, log_std)
+        logp = distributions.diag_gaussian_log_prob(ex["noise"], dv, log_std)
         loss, metrics = losses.clipped_surrogate(logp, ex["log_prob"], adv,
                                                  hp["clipping_epsilon"])
         sq = jnp.square(eta)
         brownian = jnp.mean(sq) if self.config.reduction == "official_mean" else jnp.mean(
             jnp.sum(sq, axis=-1))
-        entropy = gaussian_entropy(log_std)
-        kl = gaussian_kl(0.0, ex["log_std_old"], dv, log_std).mean()
+        entropy = distributions.diag_gaussian_entropy(log_std)
+        kl = distributions.diag_gaussian_kl(0.0, ex["log_std_old"], dv, log_std).mean()
         metrics.update({"train/ratio_kl": metrics["train/approx_kl"], "train/approx_kl": kl,
                         "train/brownian_loss": brownian, "train/entropy": entropy,
                         "train/residual_std": jnp.exp(log_std).mean(),

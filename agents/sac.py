@@ -118,18 +118,15 @@ class SAC(SoftActorCritic):
         """Soft TD loss with the ensemble reduced by `q_agg` in the target: MSE (scalar) or
         C51 cross-entropy summed over heads (categorical)."""
         c = self.config
-        next_a, alpha_logp = self.next_action(state, batch, key)
-        out, tgt, variables = self.critic_outputs(critic_params, state, batch, next_a)
-        reward = self.scaled_reward(state, batch.reward)
-        mask = 1.0 - batch.truncated if c.truncation == "brax" else jnp.ones_like(reward)
-        if c.critic_type == "categorical":
+        if c.critic_type != "categorical":
+            loss, out, variables, _ = self.scalar_critic_loss(critic_params, state, batch, key)
+        else:
+            next_a, alpha_logp = self.next_action(state, batch, key)
+            out, tgt, variables = self.critic_outputs(critic_params, state, batch, next_a)
+            reward = self.scaled_reward(state, batch.reward)
+            mask = 1.0 - batch.truncated if c.truncation == "brax" else jnp.ones_like(reward)
             target = losses.categorical_td_target(tgt, reward, batch.discount, alpha_logp,
                                                   c.v_min, c.v_max, c.q_agg)
             loss = losses.categorical_cross_entropy(out, target, mask)
-        else:
-            target = losses.soft_td_target(reward, batch.discount,
-                                           self.aggregate(self.q_values(tgt)), alpha_logp)
-            loss = 0.5 * jnp.mean(jnp.square(self.q_values(out) - jax.lax.stop_gradient(target))
-                                  * mask)
         metrics = {"train/critic_loss": loss, "train/q_mean": self.q_values(out).mean()}
         return loss, (metrics, variables, {})

@@ -8,6 +8,8 @@ Shapes: `loc`, `scale`, `u` are `[..., action_size]`; log-probs and entropies su
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -202,3 +204,27 @@ class Gaussian:
 
     def metrics(self) -> dict[str, jax.Array]:
         return {"train/policy_std": self.scale.mean()}
+
+
+# --- diagonal Gaussians parameterized by log-std (PolicyFlow's residual noise) ------------------
+_LOG_2PI_F = math.log(2.0 * math.pi)  # a Python float: the same rounding as before the move
+
+
+def diag_gaussian_log_prob(x, mean, log_std):
+    """`sum_i log N(x_i; mean_i, exp(log_std_i)^2)` over the last axis (log-std parameterized,
+    as PolicyFlow's state-independent residual)."""
+    z = (x - mean) * jnp.exp(-log_std)
+    return jnp.sum(-0.5 * jnp.square(z) - log_std - 0.5 * _LOG_2PI_F, axis=-1)
+
+
+def diag_gaussian_entropy(log_std):
+    """`1/2 sum_i log(2 pi e sigma_i^2)` over the last axis."""
+    return jnp.sum(log_std + 0.5 * (_LOG_2PI_F + 1.0), axis=-1)
+
+
+def diag_gaussian_kl(mean_old, log_std_old, mean_new, log_std_new):
+    """`KL(N(mean_old, sigma_old) || N(mean_new, sigma_new))` summed over the last axis (the
+    direction RSL-RL's adaptive learning rate uses)."""
+    var_ratio = jnp.exp(2.0 * (log_std_old - log_std_new))
+    gap = jnp.square(mean_old - mean_new) * jnp.exp(-2.0 * log_std_new)
+    return jnp.sum(log_std_new - log_std_old + 0.5 * (var_ratio + gap) - 0.5, axis=-1)

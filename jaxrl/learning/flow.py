@@ -166,3 +166,24 @@ def sample_training_times(key, shape, num_steps: int | None = None):
     if num_steps is None:
         return jax.random.uniform(key, shape)
     return jax.random.randint(key, shape, 0, num_steps).astype(jnp.float32) / num_steps
+
+
+def rectified_flow_score(v, x, t):
+    """`grad log p_t(x) = (t v(x, t) - x) / (1 - t)` for the path `x_t = (1 - t) z + t a`,
+    `z ~ N(0, I)` (from `E[a | x] = x + (1 - t) v` and `p_t(x | a) = N(t a, (1 - t)^2)`)."""
+    return (t * v - x) / (1.0 - t)
+
+
+def brownian_residual(v, v_old, x_t, t):
+    """`eta = (1 - t) v - (x_t - t v_old)` `[..., A]` (`t` `[..., 1]`): zero when `v` is the
+    negative score `(x_t - t v_old) / (1 - t)` of the behaviour flow."""
+    return (1.0 - t) * v - (x_t - t * jax.lax.stop_gradient(v_old))
+
+
+def sample_midpoint_times(key, shape, num_steps: int, kind: str = "grid"):
+    """PolicyFlow's training times `shape` float32: `grid` -> uniform over `j / (2K)`,
+    j = 1..2K-1 (grid points and midpoints without t = 0 and t = 1); `uniform` -> U(0, 1)."""
+    if kind == "uniform":
+        return jax.random.uniform(key, shape)
+    j = jax.random.randint(key, shape, 1, 2 * num_steps)
+    return j.astype(jnp.float32) / (2.0 * num_steps)

@@ -306,6 +306,23 @@ class SoftActorCritic(OffPolicyAgent):
         """`(loss, (metrics, critic variables, state field updates))`; subclasses define it."""
         raise NotImplementedError
 
+    def scalar_critic_loss(self, critic_params, state, batch, key):
+        """`0.5 mean((Q_i - y)^2)` over heads and batch (truncated steps masked with
+        `truncation="brax"`), `y` the soft TD target with the ensemble reduced by `q_agg`.
+
+        Returns `(loss, online critic output [E, B, 1], critic variables, alpha log pi(a'|s'))`.
+        """
+        next_a, alpha_logp = self.next_action(state, batch, key)
+        out, tgt, variables = self.critic_outputs(critic_params, state, batch, next_a)
+        reward = self.scaled_reward(state, batch.reward)
+        mask = (1.0 - batch.truncated if self.config.truncation == "brax"
+                else jnp.ones_like(reward))
+        target = losses.soft_td_target(reward, batch.discount,
+                                       self.aggregate(self.q_values(tgt)), alpha_logp)
+        loss = 0.5 * jnp.mean(jnp.square(self.q_values(out) - jax.lax.stop_gradient(target))
+                              * mask)
+        return loss, out, variables, alpha_logp
+
     def next_action(self, state, batch, key):
         """Target action at `next_obs` and `alpha * log pi(a')`, both constants."""
         next_pi = self.prepare_obs(state, batch.next_obs, self.config.policy_obs_key)

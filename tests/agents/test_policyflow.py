@@ -13,9 +13,13 @@ import pytest
 
 from jaxrl import configs
 from jaxrl.agents import PolicyFlowConfig
-from jaxrl.agents import policyflow as pf
 from jaxrl.engine import loop, rollout
 from jaxrl.learning import flow
+from jaxrl.learning.distributions import (
+    diag_gaussian_entropy,
+    diag_gaussian_kl,
+    diag_gaussian_log_prob,
+)
 from jaxrl.run import runner
 
 TOY = dataclasses.replace(configs.get("ppo-toy-cpu").train, num_envs=16, num_seeds=1)
@@ -40,14 +44,14 @@ def _rollout(agent, env, spec, steps=16):
 
 def test_gaussian_pieces_hand_numbers():
     # log N(0.3; 0.1, 0.5^2) = -0.5 * 0.4^2 - log 0.5 - 0.5 log(2 pi) = -0.305792
-    lp = pf.gaussian_log_prob(jnp.array([0.3]), jnp.array([0.1]), jnp.log(jnp.array([0.5])))
+    lp = diag_gaussian_log_prob(jnp.array([0.3]), jnp.array([0.1]), jnp.log(jnp.array([0.5])))
     assert float(lp) == pytest.approx(-0.305792, abs=1e-6)
     # H = 1/2 sum log(2 pi e sigma^2): two dims of sigma = 1 -> log(2 pi e) = 2.837877
-    assert float(pf.gaussian_entropy(jnp.zeros(2))) == pytest.approx(2.837877, abs=1e-6)
+    assert float(diag_gaussian_entropy(jnp.zeros(2))) == pytest.approx(2.837877, abs=1e-6)
     # KL(N(0, 1) || N(0.5, 2)) = log 2 + (1 + 0.25) / (2 * 4) - 0.5 = 0.349397
-    kl = pf.gaussian_kl(0.0, jnp.zeros(1), jnp.array([0.5]), jnp.log(jnp.array([2.0])))
+    kl = diag_gaussian_kl(0.0, jnp.zeros(1), jnp.array([0.5]), jnp.log(jnp.array([2.0])))
     assert float(kl) == pytest.approx(0.349397, abs=1e-6)
-    assert float(pf.gaussian_kl(0.0, jnp.zeros(3), jnp.zeros(3), jnp.zeros(3))) == 0.0
+    assert float(diag_gaussian_kl(0.0, jnp.zeros(3), jnp.zeros(3), jnp.zeros(3))) == 0.0
 
 
 def test_score_and_brownian_residual_point_target():
@@ -57,19 +61,19 @@ def test_score_and_brownian_residual_point_target():
     its gradient pulls v_theta toward that value (sign check: the term spreads the flow)."""
     c, x, t = 0.7, 0.3, 0.4
     v_old = (c - x) / (1 - t)
-    score = float(pf.rectified_flow_score(v_old, x, t))
+    score = float(flow.rectified_flow_score(v_old, x, t))
     assert score == pytest.approx(-0.055556, abs=1e-6)
     assert score == pytest.approx(-(x - t * c) / (1 - t) ** 2, abs=1e-7)
     v_star = (x - t * v_old) / (1 - t)
     assert v_star == pytest.approx(-score, abs=1e-7)
-    eta = lambda v: pf.brownian_residual(v, v_old, x, t)  # noqa: E731
+    eta = lambda v: flow.brownian_residual(v, v_old, x, t)  # noqa: E731
     assert abs(float(eta(v_star))) < 1e-7
     # eta = (1 - t)(v + score): 0.6 * (0.5 - 0.055556) = 0.266667
     assert float(eta(0.5)) == pytest.approx(0.266667, abs=1e-6)
     grad = jax.grad(lambda v: jnp.square(eta(v)))
     assert float(grad(0.5)) > 0.0 and float(grad(-0.5)) < 0.0  # descent moves v toward v_star
     # v_old is a constant: no gradient flows into it.
-    assert float(jax.grad(lambda vo: pf.brownian_residual(0.5, vo, x, t))(v_old)) == 0.0
+    assert float(jax.grad(lambda vo: flow.brownian_residual(0.5, vo, x, t))(v_old)) == 0.0
 
 
 def test_ratio_is_one_for_identical_parameters():
@@ -86,7 +90,7 @@ def test_ratio_is_one_for_identical_parameters():
                                  flow.interpolate(ex["z"], ex["a_hat"], t), t[..., 0])
     dv, _, log_std = agent.flow_terms(params, obs, ex)
     assert np.all(np.asarray(dv) == 0.0)
-    log_rho = pf.gaussian_log_prob(ex["noise"], dv, log_std) - ex["log_prob"]
+    log_rho = diag_gaussian_log_prob(ex["noise"], dv, log_std) - ex["log_prob"]
     assert np.all(np.asarray(log_rho) == 0.0)
     _, metrics = agent._loss(state.params, state.obs_stats, traj, jax.random.PRNGKey(0),
                              state.hp)
@@ -96,10 +100,10 @@ def test_ratio_is_one_for_identical_parameters():
 
 
 def test_training_times_grid():
-    t = np.asarray(pf.training_times(jax.random.PRNGKey(0), (4000,), 10, "grid"))
+    t = np.asarray(flow.sample_midpoint_times(jax.random.PRNGKey(0), (4000,), 10, "grid"))
     assert set(np.round(t * 20).astype(int)) == set(range(1, 20))  # j / 20, j = 1..19
     np.testing.assert_allclose(t * 20, np.round(t * 20), atol=1e-5)
-    u = np.asarray(pf.training_times(jax.random.PRNGKey(0), (4000,), 10, "uniform"))
+    u = np.asarray(flow.sample_midpoint_times(jax.random.PRNGKey(0), (4000,), 10, "uniform"))
     assert 0.0 <= u.min() and u.max() < 1.0 and np.unique(u).size > 3900
 
 
@@ -145,7 +149,7 @@ def test_ratio_approximation_tracks_exact_shift():
     assert float(jnp.std(a_hat)) > 0.5  # the old flow is not the identity
 
     def log_ratio(shift):
-        return pf.gaussian_log_prob(noise, shift, log_std) - pf.gaussian_log_prob(noise, 0.0,
+        return diag_gaussian_log_prob(noise, shift, log_std) - diag_gaussian_log_prob(noise, 0.0,
                                                                                   log_std)
 
     def dv(new, t):
@@ -156,7 +160,7 @@ def test_ratio_approximation_tracks_exact_shift():
     def rel(x, y):
         return float(jnp.sqrt(jnp.mean(jnp.square(x - y))) / jnp.sqrt(jnp.mean(jnp.square(y))))
 
-    t_one = pf.training_times(jax.random.PRNGKey(4), (n_samples, 1), 10, "grid")
+    t_one = flow.sample_midpoint_times(jax.random.PRNGKey(4), (n_samples, 1), 10, "grid")
     grid = jnp.arange(1, 20, dtype=jnp.float32) / 20.0
     for delta in (0.01, 0.03):
         new = _shifted(old, direction, delta)
