@@ -5,8 +5,10 @@ names (lazy where listing is expensive) and a factory. This module registers our
 goal-conditioned envs (`jaxrl.envs.toy`, `jaxrl.envs.goal`) and MuJoCo Playground and Brax envs
 by their own names, in that order; a new family calls `register_family` and edits nothing here.
 
-Robot assets (MuJoCo Menagerie) resolve from `$JAXRL_MENAGERIE_PATH` when set, else from
-Playground's own location (which Playground downloads on first use when online).
+Robot assets (MuJoCo Menagerie) resolve with no configuration from the `robots` extra's wheels,
+with `$JAXRL_MENAGERIE_PATH` first when set (`jaxrl.envs.assets`); with neither, Playground's own
+location (which Playground downloads on first use when online). Upstream code that jax 0.10
+broke is fixed per module in `jaxrl.envs.compat`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import os
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -22,25 +23,18 @@ from typing import Any
 import jax
 
 from jaxrl.engine.types import EnvSpec
-from jaxrl.envs import goal, toy
+from jaxrl.envs import assets, compat, goal, toy
+from jaxrl.envs.assets import EnvAssetError
 
-MENAGERIE_VAR = "JAXRL_MENAGERIE_PATH"
-BRAX_ENVS = ("ant", "fast", "halfcheetah", "hopper", "humanoid", "humanoidstandup",
+BRAX_ENVS = ("ant", "fast", "halfcheetah", "hopper", "humanoid", "humanoidstandup", "swimmer",
              "inverted_pendulum", "inverted_double_pendulum", "pusher", "reacher", "walker2d")
 # Known upstream breakage on our jax: named, so asking for them gives the reason, not "unknown".
-UNSUPPORTED = {
-    "swimmer": "brax 'swimmer' only has the generalized backend, whose fluid model calls "
-               "jnp.clip(a_min=...), removed in jax 0.10 (brax 0.14.2).",
-}
+UNSUPPORTED: dict[str, str] = {}
 _MENAGERIE_SUITES = ("locomotion", "manipulation")
 
 
 class UnknownEnvError(ValueError):
     """An env name that no registry knows."""
-
-
-class EnvAssetError(RuntimeError):
-    """A robot asset (MuJoCo Menagerie file) could not be found."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,6 +240,7 @@ def _make_brax(name, *, impl=None, episode_length=None, **overrides):
 
     from jaxrl.envs.adapters import BraxEnv
 
+    compat.patch_clip_keywords("brax.fluid")
     return BraxEnv(name, brax_envs.get_environment(name, **overrides), episode_length or 1000)
 
 
@@ -260,6 +255,7 @@ def _make_playground(name, *, impl=None, episode_length=None, **overrides):
     needs_assets = _playground_suite(name) in _MENAGERIE_SUITES
     if needs_assets:
         _point_playground_at_menagerie()
+        compat.patch_all()
     try:
         env = registry.load(name, config_overrides=overrides or None)
     except Exception as err:
@@ -280,24 +276,21 @@ def _playground_suite(name: str) -> str:
 
 
 def _point_playground_at_menagerie() -> None:
-    path = os.environ.get(MENAGERIE_VAR)
-    if not path:
+    view = assets.menagerie_view()
+    if view is None:
         return
     from etils import epath
     from mujoco_playground._src import mjx_env
 
-    if not os.path.isdir(path):
-        raise EnvAssetError(f"${MENAGERIE_VAR}={path!r} is not a directory.")
-    mjx_env.MENAGERIE_PATH = epath.Path(os.path.abspath(path))
+    mjx_env.MENAGERIE_PATH = epath.Path(view)
 
 
 def _asset_message(name: str, err: Exception) -> str:
     from mujoco_playground._src import mjx_env
 
-    where = os.environ.get(MENAGERIE_VAR) or str(mjx_env.MENAGERIE_PATH)
-    return (f"Could not load {name!r}: a MuJoCo Menagerie asset is missing under {where} "
-            f"({type(err).__name__}: {str(err)[:300]}). Set ${MENAGERIE_VAR} to a Menagerie "
-            "checkout that holds this robot, or go online once so Playground can download it.")
+    return (f"Could not load {name!r}: a MuJoCo Menagerie asset is missing under "
+            f"{mjx_env.MENAGERIE_PATH} ({type(err).__name__}: {str(err)[:300]}). "
+            + assets.install_hint())
 
 
 def make_spec(env, name: str | None = None) -> EnvSpec:

@@ -10,8 +10,6 @@ import pytest
 from jaxrl.engine import wrappers
 from jaxrl.envs import EnvAssetError, UnknownEnvError, list_envs, make, make_spec, registry
 
-SHARED_MENAGERIE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "assets",
-                                "menagerie")
 ALL = [n for names in list_envs().values() for n in names]
 # Compiled and run on every CI run (one per simulator family); `JAXRL_TEST_ALL_ENVS=1` compiles
 # every env (about an hour on 2 cores).
@@ -25,12 +23,6 @@ QUICK_JIT = {"DoneAfterK"}
 
 def _quick_or_slow(names, quick=QUICK):
     return [pytest.param(n, marks=() if n in quick else pytest.mark.slow) for n in names]
-
-
-@pytest.fixture(autouse=True)
-def menagerie(monkeypatch):
-    if os.path.isdir(SHARED_MENAGERIE) and "JAXRL_MENAGERIE_PATH" not in os.environ:
-        monkeypatch.setenv("JAXRL_MENAGERIE_PATH", os.path.abspath(SHARED_MENAGERIE))
 
 
 def test_registry_lists_both_simulators():
@@ -82,8 +74,6 @@ def test_unknown_env_suggests_close_names():
         make("CartPoleBalance")
     with pytest.raises(UnknownEnvError, match="jaxrl list envs"):
         make("NoSuchEnvAtAll")
-    with pytest.raises(UnknownEnvError, match="jnp.clip"):
-        make("swimmer")
 
 
 def test_missing_asset_names_the_variable(tmp_path, monkeypatch):
