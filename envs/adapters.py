@@ -8,6 +8,8 @@ the static facts an `EnvSpec` needs.
 
 from __future__ import annotations
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -53,6 +55,38 @@ class PlaygroundEnv(_Adapter):
         inner = PState(data=state.data, obs=state.obs, reward=state.reward, done=state.done,
                        metrics=state.metrics, info=state.info)
         return _from_playground(self.env.step(inner, self._scale(action)))
+
+    @property
+    def sim_model(self):
+        """The nominal `mjx.Model` the env simulates (Playground `MjxEnv.mjx_model`)."""
+        return self.env.mjx_model
+
+    @contextlib.contextmanager
+    def using_model(self, model):
+        """Simulates with `model` (e.g. a randomized `mjx.Model`) inside the block only.
+
+        Playground envs read `self._mjx_model` in `reset` / `step` (`_src/mjx_env.py`); it is
+        restored on exit, so no traced model stays in the env object.
+        """
+        nominal = self.env._mjx_model
+        self.env._mjx_model = model
+        try:
+            yield
+        finally:
+            self.env._mjx_model = nominal
+
+    def domain_randomizer(self):
+        """Playground's randomizer for this env (`registry.get_domain_randomizer`), or None."""
+        from mujoco_playground import registry
+
+        return registry.get_domain_randomizer(self.name)
+
+    @staticmethod
+    def randomizable_envs() -> tuple[str, ...]:
+        """Playground envs that have a domain randomizer in Playground's registry."""
+        from mujoco_playground import registry
+
+        return tuple(n for n in registry.ALL_ENVS if registry.get_domain_randomizer(n))
 
 
 # Brax envs whose `step` maps [-1, 1] to the actuator range itself (brax 0.14.2

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.engine import layouts, wrappers
+from jaxrl.engine import layouts, randomization, wrappers
 from jaxrl.engine import rollout as rollout_lib
 from jaxrl.engine.contract import Agent
 from jaxrl.engine.types import State, Transition
@@ -62,6 +62,14 @@ class TrainConfig:
     checkpoint_replay: bool = True
     """Include an off-policy agent's replay buffer in checkpoints. False keeps them small, but
     the buffer restarts empty on resume, so a resumed run is no longer bit-identical."""
+    domain_randomization: str | None = None
+    """Domain randomization of the simulator model, re-drawn for an env at every reset:
+    `playground` uses the env's randomizer from MuJoCo Playground's registry (Go1, G1, T1,
+    Berkeley Humanoid, LEAP and Aero hand tasks); `module:function` imports a function with
+    Playground's signature `fn(mjx_model, rng [B, 2]) -> (model, in_axes)`; None: off."""
+    eval_randomization: bool = True
+    """With `domain_randomization` set, evaluate on randomized models too; False evaluates on
+    the nominal model."""
 
     @property
     def env_steps_per_iteration(self) -> int:
@@ -105,9 +113,16 @@ class RunState:
 
 
 def make_env(base_env, cfg: TrainConfig):
-    """Training env `AutoReset(Vmap(Episode(base_env)))`."""
+    """Training env `AutoReset(Vmap(Episode(DomainRandomization(base_env))))`; without
+    `cfg.domain_randomization`, `AutoReset(Vmap(Episode(base_env)))`.
+
+    Raises:
+        ValueError: the domain randomization asked for cannot be applied
+            (`randomization.resolve`, `randomization.randomized_fields`).
+    """
     length = cfg.episode_length or base_env.episode_length
-    return wrappers.wrap_for_training(base_env, cfg.num_envs, length, cfg.action_repeat)
+    env = randomization.maybe_randomize(base_env, cfg.domain_randomization)
+    return wrappers.wrap_for_training(env, cfg.num_envs, length, cfg.action_repeat)
 
 
 def make_train(agent: Agent, base_env, spec, cfg: TrainConfig, emulate_devices: bool = False):

@@ -22,7 +22,7 @@ import time
 import jax
 import numpy as np
 
-from jaxrl.engine import loop, parallel, rollout, wrappers
+from jaxrl.engine import loop, parallel, randomization, rollout, wrappers
 from jaxrl.engine.contract import Agent
 from jaxrl.run import checkpoint, guards
 from jaxrl.run.assemble import build, key_like, seed_keys, stack_hp
@@ -42,9 +42,16 @@ class RunResult:
     run_dir: str | None
 
 
-def make_evaluator(agent: Agent, env, spec, cfg: loop.TrainConfig):
-    """jitted `(agent_state [S], key) -> eval metrics [S]`, deterministic policy."""
+def make_evaluator(agent: Agent, env, spec, cfg: loop.TrainConfig, randomize: bool | None = None):
+    """jitted `(agent_state [S], key) -> eval metrics [S]`, deterministic policy.
+
+    `randomize`: evaluate with `cfg.domain_randomization` (a fresh model per episode); None
+    follows `cfg.eval_randomization`; False (or no randomization in `cfg`) uses the nominal model.
+    """
     length = cfg.episode_length or spec.episode_length
+    randomize = cfg.eval_randomization if randomize is None else randomize
+    choice = cfg.domain_randomization if randomize else None
+    env = randomization.maybe_randomize(env, choice)
     eval_env = wrappers.wrap_for_eval(env, cfg.num_eval_envs, length, cfg.action_repeat)
 
     def one(state, key):
@@ -55,7 +62,8 @@ def make_evaluator(agent: Agent, env, spec, cfg: loop.TrainConfig):
 
 
 def evaluate_run(
-    loaded: checkpoint.LoadedRun, num_episodes: int, seed_index: int | None = None, seed: int = 0
+    loaded: checkpoint.LoadedRun, num_episodes: int, seed_index: int | None = None, seed: int = 0,
+    randomize: bool | None = None,
 ) -> dict[str, np.ndarray]:
     """Deterministic-policy evaluation of a loaded run (`checkpoint.load_run`).
 
@@ -64,6 +72,7 @@ def evaluate_run(
         num_episodes: episodes per seed (one per parallel eval env).
         seed_index: evaluate only this seed; None evaluates all S seeds.
         seed: PRNG seed of the evaluation (initial states, env noise).
+        randomize: with or without the run's domain randomization (`make_evaluator`).
 
     Returns:
         `rollout.evaluate`'s metrics (`eval/episode_return`, `eval/episode_return_std`,
@@ -71,7 +80,7 @@ def evaluate_run(
         arrays `[S]`, or `[1]` with `seed_index`.
     """
     cfg = dataclasses.replace(loaded.cfg, num_eval_envs=num_episodes)
-    evaluator = make_evaluator(loaded.agent, loaded.env, loaded.spec, cfg)
+    evaluator = make_evaluator(loaded.agent, loaded.env, loaded.spec, cfg, randomize)
     state = loaded.runner.agent_state
     if seed_index is not None:
         state = jax.tree.map(lambda x: x[seed_index : seed_index + 1], state)
