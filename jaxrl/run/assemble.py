@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import jaxrl.agents  # noqa: F401  (registers the built-in agents)
 from jaxrl import envs
 from jaxrl.engine import contract as agent_lib
-from jaxrl.engine import loop
+from jaxrl.engine import loop, randomization
 
 
 def build(agent_name: str, env_name: str, cfg: loop.TrainConfig, agent_config):
@@ -22,6 +22,7 @@ def build(agent_name: str, env_name: str, cfg: loop.TrainConfig, agent_config):
     envs.registry.check_env_name(env_name)
     env = envs.make(env_name, impl=cfg.env_impl, episode_length=cfg.episode_length)
     spec = envs.make_spec(env, env_name)
+    randomization.maybe_randomize(env, cfg.domain_randomization)  # bad randomizer: ValueError
     agent = agent_cls(config=agent_config, spec=spec, train=cfg)
     agent.validate()
     return agent, env, spec
