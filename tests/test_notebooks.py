@@ -20,3 +20,35 @@ def test_notebook_runs(path, tmp_path):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors
+
+
+def _install_cell(path) -> str:
+    nb = nbformat.read(path, as_version=4)
+    return next(c.source for c in nb.cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_install_cell_installs_this_project(path, monkeypatch, tmp_path):
+    """In a kernel without jaxrl (as in Colab), the first code cell pip-installs this checkout
+    (never the unrelated PyPI project `jaxrl`), from a git URL or path in JAXRL_SOURCE when set,
+    and says how to get the code when it finds none."""
+    import importlib.util
+    import os
+    import subprocess
+
+    calls = []
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    monkeypatch.setattr(subprocess, "run", lambda args, check: calls.append(args))
+    monkeypatch.delenv("JAXRL_SOURCE", raising=False)
+    root = path.resolve().parents[1]
+    monkeypatch.chdir(path.parent)  # where Jupyter starts the notebook's kernel
+    exec(_install_cell(path), {})
+    assert calls[-1][-1] == f"{root}[robots,export]" and calls[-1][1:4] == ["-m", "pip", "install"]
+    monkeypatch.setenv("JAXRL_SOURCE", "git+https://example.org/jaxrl.git")
+    exec(_install_cell(path), {})
+    assert calls[-1][-1] == "jaxrl[robots,export] @ git+https://example.org/jaxrl.git"
+    monkeypatch.delenv("JAXRL_SOURCE")
+    monkeypatch.chdir(tmp_path)  # no checkout here, above or in ./jaxrl
+    with pytest.raises(RuntimeError, match="clone its repository"):
+        exec(_install_cell(path), {})
+    assert len(calls) == 2 and os.getcwd() == str(tmp_path)
