@@ -37,14 +37,25 @@ class _Adapter:
 
 
 class PlaygroundEnv(_Adapter):
-    """A MuJoCo Playground `MjxEnv` (`mujoco_playground.registry.load(name)`)."""
+    """A MuJoCo Playground `MjxEnv` (`mujoco_playground.registry.load(name)`).
 
-    def __init__(self, name: str, env, episode_length: int):
+    With `self_scaling` (Playground's locomotion and manipulation envs) the env maps the
+    policy's [-1, 1] action to motor targets itself (e.g. Go1 `joystick.py`: `motor_targets =
+    default_pose + action * action_scale`), as Playground trains it: the action goes in
+    unchanged and `action_low` / `action_high` are -1 / 1. Otherwise (DM Control) [-1, 1] is
+    mapped to the actuators' ctrl range.
+    """
+
+    def __init__(self, name: str, env, episode_length: int, self_scaling: bool = False):
         self.name, self.env = name, env
         self.action_size = int(env.action_size)
         self.episode_length = int(episode_length)
         self.dt = float(env.dt)
-        self.action_low, self.action_high = _ctrl_bounds(env.mj_model, self.action_size)
+        if self_scaling:
+            self.action_low = -np.ones(self.action_size, np.float32)
+            self.action_high = np.ones(self.action_size, np.float32)
+        else:
+            self.action_low, self.action_high = _ctrl_bounds(env.mj_model, self.action_size)
 
     def reset(self, key: jax.Array) -> State:
         return _from_playground(self.env.reset(key))

@@ -8,7 +8,8 @@ by their own names, in that order; a new family calls `register_family` and edit
 Robot assets (MuJoCo Menagerie) resolve with no configuration from the `robots` extra's wheels,
 with `$JAXRL_MENAGERIE_PATH` first when set (`jaxrl.envs.assets`); with neither, Playground's own
 location (which Playground downloads on first use when online). Upstream code that jax 0.10
-broke is fixed per module in `jaxrl.envs.compat`.
+broke is fixed per module in `jaxrl.envs.compat`. `unavailable()` names the envs that cannot be
+built here (robot assets missing, or a family's `unsupported` names) with the reason, cheaply.
 """
 
 from __future__ import annotations
@@ -203,7 +204,8 @@ def make(name: str, *, impl: str | None = None, episode_length: int | None = Non
 
     Raises:
         UnknownEnvError: unknown name (the message lists close matches).
-        EnvAssetError: a Menagerie asset is missing (the message names $JAXRL_MENAGERIE_PATH).
+        EnvAssetError: a Menagerie asset is missing or `$JAXRL_MENAGERIE_PATH` is not a
+            directory (the message names the `robots` extra and $JAXRL_MENAGERIE_PATH).
         ValueError: two families register the same env name.
     """
     family = _find_family(name)
@@ -254,16 +256,16 @@ def _make_playground(name, *, impl=None, episode_length=None, **overrides):
         overrides["impl"] = impl or default_impl()
     needs_assets = _playground_suite(name) in _MENAGERIE_SUITES
     if needs_assets:
-        _point_playground_at_menagerie()
+        _point_playground_at_menagerie(name)
         compat.patch_all()
     try:
         env = registry.load(name, config_overrides=overrides or None)
     except Exception as err:
-        if needs_assets:
+        if needs_assets and _is_missing_file(err):
             raise EnvAssetError(_asset_message(name, err)) from err
         raise
     length = episode_length or int(cfg.get("episode_length", 1000))
-    return PlaygroundEnv(name, env, length)
+    return PlaygroundEnv(name, env, length, self_scaling=needs_assets)
 
 
 def _playground_suite(name: str) -> str:
@@ -275,14 +277,72 @@ def _playground_suite(name: str) -> str:
     return "other"
 
 
-def _point_playground_at_menagerie() -> None:
-    view = assets.menagerie_view()
-    if view is None:
-        return
+def _point_playground_at_menagerie(name: str) -> None:
+    """Sets Playground's `MENAGERIE_PATH` to the merged view (or back to Playground's own
+    folder when there is no source, where Playground clones the Menagerie when online).
+
+    Raises:
+        EnvAssetError: `$JAXRL_MENAGERIE_PATH` is not a directory, or no source holds a robot
+            folder that `name` reads (checked before Playground reads any file).
+    """
     from etils import epath
     from mujoco_playground._src import mjx_env
 
+    view = assets.menagerie_view()
+    if view is None:
+        mjx_env.MENAGERIE_PATH = mjx_env.EXTERNAL_DEPS_PATH / "mujoco_menagerie"
+        return
+    missing = assets.missing_folders(name)
+    if missing:
+        raise EnvAssetError(f"Could not load {name!r}: no robot asset source has the MuJoCo "
+                            f"Menagerie folder(s) {', '.join(missing)} (sources: "
+                            f"{', '.join(map(str, assets.sources()))}). " + assets.install_hint())
     mjx_env.MENAGERIE_PATH = epath.Path(view)
+
+
+def unavailable() -> dict[str, str]:
+    """Env names that cannot be built here, mapped to the reason, without loading any env.
+
+    Lists each family's `unsupported` names, and Playground robot envs whose MuJoCo Menagerie
+    folders (`assets.ROBOT_FOLDERS`) no asset source holds (folder listing only; with no source
+    at all, Playground would try to clone the Menagerie on first use, which needs the network).
+
+    Returns:
+        `{name: reason}`: robot envs in listing order, then unsupported names by family.
+
+    Raises:
+        ValueError: two families register the same env name.
+    """
+    robots = [n for n in list_envs().get("playground", ()) if assets.robot_folders(n)]
+    reasons = _missing_asset_reasons(robots)
+    for family in _FAMILIES.values():
+        reasons.update({n: f"not supported: {why}" for n, why in family.unsupported.items()})
+    return reasons
+
+
+def _missing_asset_reasons(names: Iterable[str]) -> dict[str, str]:
+    hint = f'pip install "jaxrl[{assets.EXTRA}]" or set ${assets.MENAGERIE_VAR}'
+    try:
+        roots = assets.sources()
+    except EnvAssetError:
+        bad = f"${assets.MENAGERIE_VAR} is not a directory"
+        return {n: f"{bad} (robot assets: {hint})" for n in names}
+    have = assets.robots(roots)
+    reasons = {}
+    for name in names:
+        missing = assets.missing_folders(name, have)
+        if missing:
+            where = "" if roots else "; no asset source, Playground would clone it (network)"
+            reasons[name] = (f"robot assets missing: Menagerie {', '.join(missing)}{where} "
+                             f"({hint})")
+    return reasons
+
+
+def _is_missing_file(err: Exception) -> bool:
+    """A robot file could not be read: epath / open raise OSError, MuJoCo's XML compiler a
+    ValueError "Error opening file ...". Other errors (e.g. upstream code that jax broke) are
+    not reported as missing assets."""
+    return isinstance(err, OSError) or "file" in str(err).lower()
 
 
 def _asset_message(name: str, err: Exception) -> str:

@@ -27,6 +27,12 @@ property, returning a JSON-friendly dict), looked up with `getattr(agent, "expor
 Flow policies use it for their sampler, e.g. `{"policy": "flow", "integration_steps": 10,
 "sampler": "euler", "deterministic": true, "initial_noise": "zeros"}`: the K-step sampler
 (`lax.scan`) is unrolled into the ONNX graph, so K is fixed at export time.
+
+Robot envs (MuJoCo Playground locomotion and manipulation): the sidecar's `robot` section holds
+what the controller on the robot needs, read from the env object by
+`jaxrl.deploy.robot_info.robot_info`: observation sizes per key and the keys read, the action to
+motor target mapping (`default_pose + action_scale * action`), ctrl_dt and sim_dt, actuator and
+joint names, ctrl and force ranges, and PD gains. Other envs have no `robot` key.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxrl
+from jaxrl.deploy.robot_info import robot_info
 from jaxrl.engine import wrappers
 from jaxrl.engine.types import EnvSpec
 
@@ -302,7 +309,7 @@ def export_policy(agent, agent_state, env, spec: EnvSpec, cfg, out: str, fmt: st
                           f"the tolerance {tolerance:g}.")
     meta = sidecar(traced, spec, cfg, fmt, os.path.basename(out), error, tolerance,
                    reference.shape[0] * batch_size, dict(facts, **(info or {})),
-                   policy=about)
+                   policy=about, robot=robot_info(env, names if spec.obs_is_dict else None))
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "wb") as f:
         f.write(blob)
@@ -312,10 +319,11 @@ def export_policy(agent, agent_state, env, spec: EnvSpec, cfg, out: str, fmt: st
 
 
 def sidecar(traced: TracedPolicy, spec: EnvSpec, cfg, fmt: str, file: str, error: float,
-            tolerance: float, num_obs: int, info: dict | None, policy: dict | None = None
-            ) -> dict:
-    """The JSON sidecar: I/O layout, action bounds, control rate, provenance, parity, and
-    `policy_info` (`policy`, default `{"deterministic": True}`; see `policy_info`)."""
+            tolerance: float, num_obs: int, info: dict | None, policy: dict | None = None,
+            robot: dict | None = None) -> dict:
+    """The JSON sidecar: I/O layout, action bounds, control rate, provenance, parity,
+    `policy_info` (`policy`, default `{"deterministic": True}`; see `policy_info`) and, for
+    robot envs, `robot` (`jaxrl.deploy.robot_info.robot_info`; left out when None)."""
     repeat = int(cfg.action_repeat)
     control_dt = None if spec.dt is None else float(spec.dt) * repeat
     inputs = [{"name": n, "obs_key": n if spec.obs_is_dict else None, "shape": list(s),
@@ -341,6 +349,8 @@ def sidecar(traced: TracedPolicy, spec: EnvSpec, cfg, fmt: str, file: str, error
                    "runtime": "onnxruntime (CPU)" if fmt == "onnx" else "jax.export round trip"},
         "versions": _versions(fmt),
     }
+    if robot is not None:
+        meta["robot"] = robot
     meta.update(info or {})
     return meta
 

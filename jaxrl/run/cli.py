@@ -195,10 +195,16 @@ def _success_text(record: dict) -> str:
 def list_cmd(what: Annotated[Literal["envs", "agents", "presets"], tyro.conf.Positional]) -> None:
     """List registered envs, agents or presets."""
     if what == "envs":
-        from jaxrl.envs import list_envs
+        from jaxrl.envs import list_envs, registry
 
+        missing = registry.unavailable()
         for source, names in list_envs().items():
-            print(f"{source} ({len(names)}): {', '.join(names)}")
+            marked = [f"{n}*" if n in missing else n for n in names]
+            print(f"{source} ({len(names)}): {', '.join(marked)}")
+        if missing:
+            print(f"* unavailable here ({len(missing)}):")
+            for name, reason in missing.items():
+                print(f"  {name}: {reason}")
     elif what == "agents":
         list_agents = _registry().list_agents
 
@@ -225,6 +231,10 @@ class EvalArgs:
     """Checkpoint to load (chunks completed); default: the latest (a finished run's final one)."""
     seed: int = 0
     """PRNG seed of the evaluation episodes (initial states)."""
+    policy: Literal["jax", "onnx"] = "jax"
+    """`jax`: the checkpoint's policy. `onnx`: drive the env with RUN_DIR/export/policy.onnx
+    (from `jaxrl export RUN_DIR`) in onnxruntime and compare return and per-step actions with
+    the JAX policy of the exported seed and chunk, from the same initial states."""
 
 
 def eval_cmd(argv: list[str]) -> None:
@@ -233,6 +243,8 @@ def eval_cmd(argv: list[str]) -> None:
     from jaxrl.run import checkpoint, runner
 
     args = tyro.cli(EvalArgs, args=argv, prog="jaxrl eval", description=COMMANDS["eval"])
+    if args.policy == "onnx":
+        return _eval_onnx(args)
     try:
         _, _, cfg, _, _ = checkpoint.parse_config(checkpoint.read_config(args.run_dir))
         if args.episodes <= 0:
@@ -251,6 +263,21 @@ def eval_cmd(argv: list[str]) -> None:
     for row, s in enumerate(seeds):
         print(f"seed {s}: " + _eval_line(runner.summarize_eval(ev, row)))
     print("all:    " + _eval_line(runner.summarize_eval(ev)))
+
+
+def _eval_onnx(args: EvalArgs) -> None:
+    """`jaxrl eval RUN_DIR --policy onnx`: closed-loop ONNX vs JAX (`jaxrl.deploy.closed_loop`)."""
+    from jaxrl.deploy import closed_loop
+    from jaxrl.envs import EnvAssetError
+
+    try:
+        if args.episodes <= 0:
+            raise ValueError(f"--episodes must be positive, got {args.episodes}.")
+        res, loaded, path, meta = closed_loop.closed_loop_run(
+            args.run_dir, args.episodes, args.seed, args.env, args.seed_index, args.chunk)
+    except (ValueError, ImportError, EnvAssetError) as err:
+        sys.exit(f"error: {err}")
+    print("\n".join(closed_loop.report(res, loaded, path, meta, args.seed)))
 
 
 def _eval_line(summary: dict) -> str:

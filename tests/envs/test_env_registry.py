@@ -1,9 +1,13 @@
 """Env families register themselves: `make`, `list_envs` and `check_env_name` know a new family
-without edits, duplicates are clear errors, unknown names still get close matches."""
+without edits, duplicates are clear errors, unknown names still get close matches; `unavailable`
+names what cannot be built here (robot assets missing, unsupported names) without loading."""
+
+import importlib
+from pathlib import Path
 
 import pytest
 
-from jaxrl.envs import UnknownEnvError, check_env_name, list_envs, make, registry, toy
+from jaxrl.envs import UnknownEnvError, assets, check_env_name, list_envs, make, registry, toy
 
 
 class _Recorder:
@@ -140,3 +144,79 @@ def test_toy_envs_added_with_monkeypatch_are_known(monkeypatch):
     monkeypatch.setitem(toy.TOY_ENVS, "PointMassCopy", toy.PointMass)
     assert "PointMassCopy" in list_envs()["toy"]
     assert make("PointMassCopy", episode_length=9).episode_length == 9
+
+
+def _robot_envs():
+    return [n for n in list_envs()["playground"] if assets.robot_folders(n)]
+
+
+@pytest.fixture
+def no_loading(monkeypatch):
+    """Fails any Playground env load: `unavailable` must only list folders."""
+    from mujoco_playground import registry as playground
+
+    def boom(*args, **kwargs):
+        raise AssertionError("unavailable() loaded an env")
+
+    monkeypatch.setattr(playground, "load", boom)
+
+
+@pytest.fixture
+def only_variable(tmp_path, monkeypatch):
+    """No wheels and no Playground folder: `$JAXRL_MENAGERIE_PATH` (an empty tmp dir) only."""
+    monkeypatch.setattr(assets, "wheel_roots", lambda: [])
+    monkeypatch.setattr(assets, "playground_root", lambda: None)
+    monkeypatch.setenv(assets.MENAGERIE_VAR, str(tmp_path))
+    return tmp_path
+
+
+def test_every_robot_env_is_in_the_folder_table():
+    """`assets.ROBOT_FOLDERS` matches Playground: every locomotion / manipulation env has an
+    entry whose folders its package's source names; no dm_control env reads one."""
+    from mujoco_playground import registry as playground
+
+    for suite in ("locomotion", "manipulation"):
+        envs = importlib.import_module(f"mujoco_playground._src.{suite}")._envs
+        for name in getattr(playground, suite).ALL_ENVS:
+            module = importlib.import_module(getattr(envs[name], "func", envs[name]).__module__)
+            source = "".join(p.read_text() for p in Path(module.__file__).parent.glob("*.py"))
+            assert assets.robot_folders(name), name
+            assert all(f'"{f}"' in source for f in assets.robot_folders(name)), name
+    assert not any(assets.robot_folders(n) for n in playground.dm_control_suite.ALL_ENVS)
+    assert len(_robot_envs()) == 29
+
+
+def test_nothing_unavailable_with_the_wheels(monkeypatch, no_loading):
+    monkeypatch.delenv(assets.MENAGERIE_VAR, raising=False)
+    assert registry.unavailable() == {}
+
+
+def test_unavailable_names_missing_robot_assets(only_variable, no_loading):
+    missing = registry.unavailable()
+    assert list(missing) == _robot_envs() and "CartpoleBalance" not in missing
+    reason = missing["Go1Getup"]
+    assert all(t in reason for t in ("unitree_go1", "jaxrl[robots]", "JAXRL_MENAGERIE_PATH"))
+    for robot in ("unitree_go1", "franka_emika_panda"):
+        (only_variable / robot).mkdir()
+    missing = registry.unavailable()
+    assert "Go1Getup" not in missing and "PandaPickCube" not in missing
+    assert "G1JoystickFlatTerrain" in missing and "unitree_g1" in missing["G1JoystickFlatTerrain"]
+    assert "robotiq_2f85_v4" in missing["PandaRobotiqPushCube"]
+    assert "franka_emika_panda" not in missing["PandaRobotiqPushCube"]
+
+
+def test_unavailable_without_any_source(only_variable, monkeypatch, no_loading):
+    monkeypatch.delenv(assets.MENAGERIE_VAR)
+    missing = registry.unavailable()
+    assert list(missing) == _robot_envs() and "no asset source" in missing["T1JoystickFlatTerrain"]
+
+
+def test_unavailable_with_a_bad_variable(tmp_path, monkeypatch, no_loading):
+    monkeypatch.setenv(assets.MENAGERIE_VAR, str(tmp_path / "missing"))
+    missing = registry.unavailable()
+    assert list(missing) == _robot_envs() and "not a directory" in missing["Go1Getup"]
+
+
+def test_unavailable_lists_unsupported_names(scratch, monkeypatch):
+    monkeypatch.delenv(assets.MENAGERIE_VAR, raising=False)
+    assert registry.unavailable() == {"ScratchGamma": "not supported: no gamma"}

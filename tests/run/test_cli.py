@@ -68,12 +68,31 @@ def test_preset_values_become_defaults():
     assert agent_cfg.learning_rate == 3e-4 and cfg.num_envs == 256
 
 
-def test_list_commands(capsys):
+def test_list_commands(capsys, monkeypatch):
+    monkeypatch.delenv("JAXRL_MENAGERIE_PATH", raising=False)
     cli.main(["list", "envs"])
     out = capsys.readouterr().out
     assert "CartpoleBalance" in out and "ant" in out and "PointMass1D" in out
+    assert "Go1Getup," in out and "*" not in out  # the robot wheels are installed
     cli.main(["list", "presets"])
     assert "ppo-dmc-cpu" in capsys.readouterr().out
+
+
+def test_list_envs_marks_unavailable_envs_and_why(tmp_path, monkeypatch, capsys):
+    from jaxrl.envs import assets
+
+    monkeypatch.setattr(assets, "wheel_roots", lambda: [])  # no wheels: only the variable,
+    monkeypatch.setattr(assets, "playground_root", lambda: None)  # which holds Go1 only
+    (tmp_path / "unitree_go1").mkdir()
+    monkeypatch.setenv("JAXRL_MENAGERIE_PATH", str(tmp_path))
+    cli.main(["list", "envs"])
+    lines = capsys.readouterr().out.splitlines()
+    playground = next(line for line in lines if line.startswith("playground ("))
+    assert "G1JoystickFlatTerrain*," in playground and "Go1Getup," in playground
+    assert "CartpoleBalance," in playground and "Go1Getup*" not in playground
+    assert "* unavailable here (" in lines[lines.index(playground) + 2]  # after brax
+    reason = next(line for line in lines if line.startswith("  G1JoystickFlatTerrain: "))
+    assert "unitree_g1" in reason and "jaxrl[robots]" in reason and "JAXRL_MENAGERIE_PATH" in reason
 
 
 def test_toy_run_writes_run_dir(tmp_path, capsys):
