@@ -10,6 +10,7 @@ from jaxrl.configs import fpo as _fpo  # noqa: F401
 from jaxrl.configs import policyflow as _policyflow  # noqa: F401
 from jaxrl.configs import ppo as _ppo  # noqa: F401
 from jaxrl.configs import pql as _pql  # noqa: F401
+from jaxrl.configs import robots as _robots  # noqa: F401
 from jaxrl.configs import sac as _sac  # noqa: F401
 from jaxrl.configs.base import PRESETS, Preset, UnknownPresetError, get, register
 
