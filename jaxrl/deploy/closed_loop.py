@@ -114,14 +114,7 @@ class OnnxPolicy:
     """
 
     def __init__(self, path: str, meta: dict):
-        try:
-            import onnxruntime as ort
-        except ImportError as err:
-            raise ImportError("`--policy onnx` needs onnxruntime, the `export` extra: from "
-                              f"the jaxrl checkout, pip install -e '.[export]' ({err}).") from err
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        self.session = export.onnx_session(path, "`--policy onnx`")
         self.inputs = [(i["name"], i["obs_key"]) for i in meta["inputs"]]
         self.batch_size = int(meta["batch_size"])
 

@@ -219,16 +219,24 @@ def _batches(leaves: list[np.ndarray], batch_size: int) -> list[np.ndarray]:
     return [x[: k * batch_size].reshape((k, batch_size) + x.shape[1:]) for x in leaves]
 
 
-def _onnx_outputs(model_bytes: bytes, names: list[str], batches: list[np.ndarray]) -> np.ndarray:
+def onnx_session(model, purpose: str = "the ONNX parity check"):
+    """A single-threaded CPU onnxruntime session for `model` (a path or the model's bytes).
+
+    Raises:
+        ImportError: onnxruntime is not installed (the message names the `export` extra).
+    """
     try:
         import onnxruntime as ort
     except ImportError as err:
-        raise ImportError("the ONNX parity check needs the `export` extra: from the "
-                          f"jaxrl checkout, pip install -e '.[export]' ({err}).") from err
-
+        raise ImportError(f"{purpose} needs onnxruntime, the `export` extra: from the jaxrl "
+                          f"checkout, pip install -e '.[export]' ({err}).") from err
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
-    session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def _onnx_outputs(model_bytes: bytes, names: list[str], batches: list[np.ndarray]) -> np.ndarray:
+    session = onnx_session(model_bytes)
     outs = [session.run(["action"], {n: x[i] for n, x in zip(names, batches, strict=True)})[0]
             for i in range(batches[0].shape[0])]
     return np.stack(outs)
