@@ -11,6 +11,10 @@
   sized for 2 cores: 32 envs, batch 256, 4 critic steps per env step, 256-128-64 nets. The PQL-D
   ones scale rewards by 0.1, as PQL scales each task's rewards, so that discounted returns
   (CartpoleBalance: up to 1 / (1 - 0.99) = 100) fit the atoms on [-10, 10].
+- `pql-cheetah-cpu`: the CartpoleBalance CPU structure on DM Control `CheetahRun` with a 30-min
+  training budget (`max_train_seconds`) and 16 critic steps per env step (CheetahRun's training
+  env step is ~100x a gradient step here, so more updates per step pay); 8k-step chunks
+  (`benchmarks/locomotion_cpu.py`).
 """
 
 from jaxrl.configs.base import Preset, register
@@ -47,3 +51,12 @@ register(Preset(name="pqld-ce-cartpole-cpu", agent="pql", env="CartpoleBalance",
                 train=_CPU_TRAIN,
                 agent_overrides=_CPU_PQLD + (("distributional_target", "lower_ce"),),
                 description="PQL-D (cross-entropy target) on CartpoleBalance, 2 CPU cores."))
+
+_CHEETAH_TRAIN = TrainConfig(num_envs=32, unroll_length=4, total_env_steps=4_000_000,
+                             num_chunks=500, num_eval_envs=16, max_train_seconds=1800.0)
+_CHEETAH = (("actor_hidden", (256, 128, 64)), ("critic_hidden", (256, 128, 64)),
+            ("batch_size", 256), ("buffer_size", 100_000), ("learning_starts", 4096),
+            ("critic_updates_per_step", 16), ("critic_updates_per_actor_update", 2))
+register(Preset(name="pql-cheetah-cpu", agent="pql", env="CheetahRun", train=_CHEETAH_TRAIN,
+                agent_overrides=_CHEETAH,
+                description="PQL on DM Control CheetahRun, 2 CPU cores, 30 min budget."))
