@@ -48,6 +48,11 @@ class TrainConfig:
     """First seed; seeds `seed .. seed + num_seeds - 1` run vmapped in one program."""
     num_seeds: int = 1
     """Independent seeds trained together (vmapped, one compile)."""
+    num_devices: int = 1
+    """Devices one run is split over (data parallel, `jaxrl.engine.parallel`): each device
+    steps `num_envs / num_devices` envs and holds that share of an off-policy agent's replay
+    buffer; gradients and normalizer statistics still cover the whole batch. Must divide
+    `num_envs`. Counts the devices of every process after `jax.distributed.initialize`."""
     env_impl: str | None = None
     """MJX implementation for Playground envs (`jax` or `warp`); None: `jax` on CPU."""
     checkpoint_every: int = 1
@@ -70,6 +75,14 @@ class TrainConfig:
     eval_randomization: bool = True
     """With `domain_randomization` set, evaluate on randomized models too; False evaluates on
     the nominal model."""
+    logger: str | None = None
+    """Metrics sink beside `metrics.jsonl` and TensorBoard: `wandb` (Weights & Biases, extra
+    `jaxrl[wandb]`; offline files in the run dir when no account is set up; sweep members are
+    grouped by sweep). None: only the two."""
+    watchdog_seconds: float | None = 3600.0
+    """A run in which no chunk (nor the compile before the first) finishes within this many
+    seconds is stuck: the stacks of all threads go to `<run_dir>/stuck-<time>.txt` and the
+    process exits with status 3, naming the file (`jaxrl.run.watchdog`). None: no watchdog."""
 
     @property
     def env_steps_per_iteration(self) -> int:
@@ -87,15 +100,21 @@ class TrainConfig:
     def validate(self) -> None:
         """Raises ValueError naming the field to change."""
         for name in ("num_envs", "unroll_length", "unrolls_per_update", "total_env_steps",
-                     "num_chunks", "eval_every", "action_repeat", "num_seeds",
+                     "num_chunks", "eval_every", "action_repeat", "num_seeds", "num_devices",
                      "checkpoint_every", "keep_checkpoints"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}.")
         if self.num_eval_envs < 0:
             raise ValueError(f"num_eval_envs must be >= 0, got {self.num_eval_envs}.")
-        budget = self.max_train_seconds
-        if budget is not None and not (math.isfinite(budget) and budget > 0):
-            raise ValueError(f"max_train_seconds must be positive and finite, got {budget}.")
+        if self.logger not in (None, "wandb"):
+            raise ValueError(f"logger must be None or 'wandb', got {self.logger!r}.")
+        if self.num_envs % self.num_devices:
+            raise ValueError(f"num_devices={self.num_devices} does not divide num_envs="
+                             f"{self.num_envs}: every device steps the same number of envs.")
+        for name in ("max_train_seconds", "watchdog_seconds"):
+            budget = getattr(self, name)
+            if budget is not None and not (math.isfinite(budget) and budget > 0):
+                raise ValueError(f"{name} must be positive and finite, got {budget}.")
         if self.episode_length is not None and self.episode_length <= 0:
             raise ValueError(f"episode_length must be positive, got {self.episode_length}.")
 

@@ -1,9 +1,22 @@
-"""Devices through `jit` shardings (never `pmap`): the seed axis sharded across devices.
+"""Devices through `jit` shardings (never `pmap`): where a run's stacked state lives.
 
-Seeds (and hyperparameter-grid members) are independent programs stacked on a leading axis;
-placing that axis on a 1-D `seed` mesh with `NamedSharding` lets XLA run each device's members
-without any collective. Env-axis sharding of one big run (`shard_map` with `pmean` of gradients
-and normalizer moments via `normalize.update(..., axis_name=...)`) builds on the same mesh.
+A run state has a leading member axis `S` (seeds and hyperparameter-grid members, vmapped).
+Two placements, both plain `NamedSharding`s given to `jit` (XLA's SPMD partitioner writes the
+per-device program and its collectives):
+
+- **members** (`seed_mesh`): the member axis on a 1-D `seed` mesh. Members are independent
+  programs, so XLA runs each device's members without any collective.
+- **data-parallel** (`data_mesh`, `TrainConfig.num_devices`): one run's envs on a 1-D `data`
+  mesh. Env states and exploration carries are split on their env axis, an agent's env-sharded
+  state (its replay buffer, `agent.data_specs`) too; everything else (params, optimizer and
+  normalizer state, keys) is replicated. The program is the one-device program: losses are
+  means over the global batch, so the partitioned gradients are the global batch's gradients
+  (averaged across devices by XLA's all-reduce) and normalizer statistics count every env
+  exactly; results equal one device's up to float reassociation of those sums.
+
+Both work across processes: the meshes take `jax.devices()`, every device of every host after
+`jax.distributed.initialize` (`jaxrl.run.distributed`), and `fetch` reads results that are
+spread over processes.
 """
 
 from __future__ import annotations
@@ -12,19 +25,84 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+DATA_AXIS = "data"
+SEED_AXIS = "seed"
+
 
 def seed_mesh(num_members: int) -> Mesh | None:
-    """A 1-D mesh over as many devices as divide `num_members`; None on one device."""
+    """A 1-D `seed` mesh over as many devices as divide `num_members`; None on one device."""
     devices = jax.devices()
     n = len(devices)
     while n > 1 and num_members % n:
         n -= 1
-    return Mesh(np.asarray(devices[:n]), ("seed",)) if n > 1 else None
+    return Mesh(np.asarray(devices[:n]), (SEED_AXIS,)) if n > 1 else None
 
 
 def shard_members(tree, mesh: Mesh | None):
     """Places every leaf's leading (member) axis on the mesh's `seed` axis."""
     if mesh is None:
         return tree
-    sharded = NamedSharding(mesh, PartitionSpec("seed"))
+    sharded = NamedSharding(mesh, PartitionSpec(SEED_AXIS))
     return jax.tree.map(lambda x: jax.device_put(x, sharded), tree)
+
+
+def member_shardings(tree, mesh: Mesh):
+    """`NamedSharding`s placing every leaf's leading (member) axis on `mesh`'s `seed` axis."""
+    return jax.tree.map(lambda _: NamedSharding(mesh, PartitionSpec(SEED_AXIS)), tree)
+
+
+def data_mesh(num_devices: int) -> Mesh:
+    """A 1-D `data` mesh over the first `num_devices` devices (of all processes).
+
+    Raises:
+        ValueError: fewer devices are visible (on CPU the message names the XLA flag that
+            simulates host devices).
+    """
+    devices = jax.devices()
+    if len(devices) < num_devices:
+        raise ValueError(
+            f"num_devices={num_devices} but {len(devices)} device(s) are visible "
+            f"({jax.default_backend()}); on CPU simulate them with "
+            f"XLA_FLAGS=--xla_force_host_platform_device_count={num_devices}.")
+    return Mesh(np.asarray(devices[:num_devices]), (DATA_AXIS,))
+
+
+def _with_member_axis(spec: PartitionSpec) -> PartitionSpec:
+    return PartitionSpec(None, *spec)
+
+
+def data_shardings(runner, agent, num_envs: int, mesh: Mesh):
+    """`NamedSharding`s of a member-stacked `loop.RunState` (arrays or shape structs) for the
+    data-parallel placement: leaves `[S, N, ...]` of the env state and exploration carry split
+    on N, the agent state as `agent.data_specs` says (per member), the rest replicated."""
+    def env_axis(x):
+        split = len(x.shape) >= 2 and x.shape[1] == num_envs
+        return PartitionSpec(None, DATA_AXIS) if split else PartitionSpec()
+
+    agent_specs = jax.tree.map(_with_member_axis, agent.data_specs(runner.agent_state, DATA_AXIS),
+                               is_leaf=lambda s: isinstance(s, PartitionSpec))
+    specs = runner.replace(
+        agent_state=agent_specs,
+        env_state=jax.tree.map(env_axis, runner.env_state),
+        explore=jax.tree.map(env_axis, runner.explore),
+        key=PartitionSpec(), iteration=PartitionSpec())
+    return jax.tree.map(lambda s: NamedSharding(mesh, s), specs,
+                        is_leaf=lambda s: isinstance(s, PartitionSpec))
+
+
+def replicated(mesh: Mesh | None):
+    """A sharding that copies a value to every device of `mesh` (None without a mesh)."""
+    return None if mesh is None else NamedSharding(mesh, PartitionSpec())
+
+
+def fetch(tree):
+    """`jax.device_get` that also works for arrays spread over several processes: a value
+    not held whole by this process is gathered from all of them first."""
+    def get(x):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable and not x.is_fully_replicated:
+            from jax.experimental import multihost_utils
+
+            return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+        return jax.device_get(x)
+
+    return jax.tree.map(get, tree)

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import jaxrl.agents  # noqa: F401  (registers the built-in agents)
 from jaxrl import envs
 from jaxrl.engine import contract as agent_lib
-from jaxrl.engine import loop, randomization
+from jaxrl.engine import loop, parallel, randomization
 
 
 def build(agent_name: str, env_name: str, cfg: loop.TrainConfig, agent_config):
@@ -25,6 +25,13 @@ def build(agent_name: str, env_name: str, cfg: loop.TrainConfig, agent_config):
     randomization.maybe_randomize(env, cfg.domain_randomization)  # bad randomizer: ValueError
     agent = agent_cls(config=agent_config, spec=spec, train=cfg)
     agent.validate()
+    if cfg.num_devices > 1:
+        if agent.layout[0] != "single":
+            raise ValueError(
+                f"num_devices={cfg.num_devices} splits the run over devices, but {agent_name} "
+                f"already lays it out itself (layout {agent.layout[0]!r} on "
+                f"{agent.layout[1]} devices): use one of the two.")
+        parallel.data_mesh(cfg.num_devices)  # enough devices visible?
     return agent, env, spec
 
 

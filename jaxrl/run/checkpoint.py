@@ -296,16 +296,27 @@ def restore_runner(
     spec: EnvSpec,
     cfg: loop.TrainConfig,
     hp: dict | None,
+    shardings=None,
 ) -> loop.RunState:
     """Restores checkpoint `chunk` into a runner for (agent, env, cfg); an empty replay buffer
-    (from a fresh `init`) replaces one that was not saved."""
+    (from a fresh `init`) replaces one that was not saved.
+
+    Args:
+        shardings: where the restored arrays go (`runner.placement`): orbax reads each
+            device's shard straight into place (every process its own); None: one device.
+    """
     abstract, init, keys, hps = abstract_runner(agent, env, spec, cfg, hp)
+    if shardings is not None:
+        abstract = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+                                abstract, shardings)
     replay = bool(meta.get("replay", True))
     ckpt.agent = agent
     state = ckpt.restore_state(chunk, abstract, replay)
     if not replay and agent.has_replay:
-        fresh = jax.jit(jax.vmap(init))(keys, hps)
+        fresh = jax.jit(jax.vmap(init), out_shardings=shardings)(keys, hps)
         state = fill_replay(agent, state, agent.replay_of(fresh.agent_state))
+    if shardings is not None:  # size-0 leaves come back from `unpack` as host arrays
+        state = jax.device_put(state, shardings)
     return state
 
 

@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl.engine import parallel
+
 
 class NonFiniteError(ValueError):
     """A loss metric or a parameter became NaN or infinite; the run stopped before saving it."""
@@ -73,7 +75,7 @@ def check_finite(metrics: dict, params, chunk: int, cfg, steps_per_chunk: int, s
             bad = f"loss metric {name!r} (seed index {int(np.argmin(np.isfinite(values)))})"
             break
     if bad is None:
-        flags, _ = jax.tree_util.tree_flatten_with_path(jax.device_get(_finite_leaves(params)))
+        flags, _ = jax.tree_util.tree_flatten_with_path(parallel.fetch(_finite_leaves(params)))
         for path, ok in flags:
             if not ok.all():
                 bad = (

@@ -1,4 +1,5 @@
-"""The one logger: console progress bar (rich), `metrics.jsonl` and TensorBoard events.
+"""The one logger: console progress bar (rich), `metrics.jsonl`, TensorBoard events and,
+optionally, Weights & Biases (`jaxrl.run.wandb_sink`, imported only when asked for).
 
 Metric names are `group/name` (`train/`, `episode/`, `eval/`, `perf/`); every record carries
 `env_steps` (real env steps so far, all seeds counted once per seed) and `wall_time` (seconds
@@ -22,6 +23,16 @@ def _jsonable(v):
     return v
 
 
+def scalar_metrics(record: dict) -> dict:
+    """The plottable part of a record (TensorBoard, W&B): finite int/float `group/name` values.
+
+    NaN marks "no episode ended in this chunk"; strings (`layout`) and bare counters (`chunk`,
+    `env_steps`) are no curves.
+    """
+    return {k: v for k, v in record.items()
+            if "/" in k and isinstance(v, (int, float)) and math.isfinite(v)}
+
+
 class Logger:
     """Writes one record per chunk to every sink.
 
@@ -29,15 +40,28 @@ class Logger:
         run_dir: folder for `metrics.jsonl` and `tb/`; None logs to the console only.
         total_env_steps: progress bar length.
         progress: show the progress bar (off in tests and non-interactive runs if wanted).
+        wandb: also log to Weights & Biases (needs `run_dir` and `pip install 'jaxrl[wandb]'`):
+            the keyword arguments of `jaxrl.run.wandb_sink.WandbSink`, i.e. `name`, `group`
+            (shared by a sweep's members), `config` and optionally `project`. Without an
+            account it writes offline to `<run_dir>/wandb/offline-run-*`, to upload later with
+            `wandb sync <run_dir>/wandb/offline-run-*`. None (default) imports nothing of wandb.
     """
 
-    def __init__(self, run_dir: str | None, total_env_steps: int, progress: bool = True):
+    def __init__(self, run_dir: str | None, total_env_steps: int, progress: bool = True,
+                 *, wandb: dict | None = None):
         self.run_dir = run_dir
         self.console = Console(stderr=True)
         self._jsonl = None
         self._tb = None
+        self._wandb = None
         if run_dir:
             os.makedirs(run_dir, exist_ok=True)
+            if wandb is not None:  # first: a missing package fails before files are opened
+                from jaxrl.run.wandb_sink import WandbSink
+
+                self._wandb = WandbSink(run_dir, name=wandb["name"], group=wandb.get("group"),
+                                        config=wandb.get("config") or {},
+                                        project=wandb.get("project"))
             self._jsonl = open(os.path.join(run_dir, "metrics.jsonl"), "a", buffering=1)
             from tensorboardX import SummaryWriter
 
@@ -56,15 +80,16 @@ class Logger:
         self.console.print(text)
 
     def log(self, record: dict) -> None:
-        """`record` holds `env_steps` and float metrics; writes JSONL, TensorBoard, progress."""
+        """`record` holds `env_steps` and float metrics; writes JSONL, TensorBoard, W&B
+        (at step = env steps), progress."""
         step = int(record["env_steps"])
         if self._jsonl:
             self._jsonl.write(json.dumps({k: _jsonable(v) for k, v in record.items()}) + "\n")
         if self._tb:
-            for k, v in record.items():
-                # NaN marks "no episode ended in this chunk": nothing to plot.
-                if "/" in k and isinstance(v, (int, float)) and math.isfinite(v):
-                    self._tb.add_scalar(k, v, step)
+            for k, v in scalar_metrics(record).items():
+                self._tb.add_scalar(k, v, step)
+        if self._wandb:
+            self._wandb.log(record, step=step)
         if self._progress:
             ret = record.get("eval/episode_return", record.get("episode/return"))
             sps = record.get("perf/sps")
@@ -79,6 +104,8 @@ class Logger:
             self._jsonl.close()
         if self._tb:
             self._tb.close()
+        if self._wandb:
+            self._wandb.finish()
 
 
 def read_jsonl(path: str) -> list[dict]:

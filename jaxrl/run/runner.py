@@ -24,7 +24,7 @@ import numpy as np
 
 from jaxrl.engine import loop, parallel, randomization, rollout, wrappers
 from jaxrl.engine.contract import Agent
-from jaxrl.run import checkpoint, guards
+from jaxrl.run import checkpoint, distributed, guards, watchdog
 from jaxrl.run.assemble import build, key_like, seed_keys, stack_hp
 from jaxrl.run.guards import NonFiniteError, TrainingInterrupted  # noqa: F401 (public here)
 from jaxrl.run.logging import Logger, read_jsonl
@@ -42,11 +42,15 @@ class RunResult:
     run_dir: str | None
 
 
-def make_evaluator(agent: Agent, env, spec, cfg: loop.TrainConfig, randomize: bool | None = None):
+def make_evaluator(agent: Agent, env, spec, cfg: loop.TrainConfig, randomize: bool | None = None,
+                   mesh=None, member_keys: bool = False):
     """jitted `(agent_state [S], key) -> eval metrics [S]`, deterministic policy.
 
     `randomize`: evaluate with `cfg.domain_randomization` (a fresh model per episode); None
     follows `cfg.eval_randomization`; False (or no randomization in `cfg`) uses the nominal model.
+    `mesh`: a data-parallel run's mesh; the metrics then come back replicated on it.
+    `member_keys`: the key is `[S]` too, one per member (a sweep evaluates each member as its
+    own run would), instead of one key shared by all seeds.
     """
     length = cfg.episode_length or spec.episode_length
     randomize = cfg.eval_randomization if randomize is None else randomize
@@ -58,7 +62,8 @@ def make_evaluator(agent: Agent, env, spec, cfg: loop.TrainConfig, randomize: bo
         policy = lambda obs, k: agent.act(state, obs, k, True)  # noqa: E731
         return rollout.evaluate(eval_env, policy, key, length)
 
-    return jax.jit(jax.vmap(one, in_axes=(0, None)))
+    out = parallel.replicated(mesh) if cfg.num_devices > 1 else None
+    return jax.jit(jax.vmap(one, in_axes=(0, 0 if member_keys else None)), out_shardings=out)
 
 
 def evaluate_run(
@@ -153,17 +158,17 @@ def train(
     resolved = checkpoint.resolved_config(
         agent_name, env_name, cfg, agent_config, spec, hp, resolved
     )
-    if run_dir:
+    if run_dir and distributed.is_primary():
         os.makedirs(run_dir, exist_ok=True)
         with open(os.path.join(run_dir, checkpoint.CONFIG_FILE), "w") as f:
             json.dump(resolved, f, indent=2, default=str)
     init, _ = loop.make_train(agent, env, spec, cfg)
 
-    def start(mesh):
-        keys, hps = parallel.shard_members((seed_keys(cfg), stack_hp(hp, cfg.num_seeds)), mesh)
-        return jax.jit(jax.vmap(init))(keys, hps)
+    def start(shardings):
+        return jax.jit(jax.vmap(init), out_shardings=shardings)(
+            seed_keys(cfg), stack_hp(hp, cfg.num_seeds))
 
-    return _session(agent, env, spec, cfg, start, run_dir, progress, resolved)
+    return _session(agent, env, spec, cfg, start, run_dir, progress, resolved, hp=hp)
 
 
 def resume(run_dir: str, progress: bool = True) -> RunResult:
@@ -193,7 +198,9 @@ def resume(run_dir: str, progress: bool = True) -> RunResult:
                 f"the run in {run_dir!r} already finished (chunk {step} of {cfg.num_chunks})."
             )
         agent, env, spec = build(agent_name, env_name, cfg, agent_config)
-        state = checkpoint.restore_runner(reader, step, meta, agent, env, spec, cfg, hp)
+        shardings = placement(agent, env, spec, cfg, hp)[1]
+        state = checkpoint.restore_runner(reader, step, meta, agent, env, spec, cfg, hp,
+                                          shardings)
     finally:
         reader.close()
     # One record per completed chunk. Checkpoints written before the meta was snapshotted at
@@ -203,18 +210,10 @@ def resume(run_dir: str, progress: bool = True) -> RunResult:
         raise checkpoint.CheckpointError(
             f"checkpoint {step} in {run_dir!r} holds {len(records)} metrics records for "
             f"{step} chunks: it is inconsistent; move it aside to resume from an earlier one.")
-    _rewrite_metrics(run_dir, records)
-    return _session(
-        agent,
-        env,
-        spec,
-        cfg,
-        lambda mesh: parallel.shard_members(state, mesh),
-        run_dir,
-        progress,
-        resolved,
-        records,
-    )
+    if distributed.is_primary():
+        _rewrite_metrics(run_dir, records)
+    return _session(agent, env, spec, cfg, lambda shardings: state, run_dir, progress, resolved,
+                    records, hp=hp)
 
 
 def _rewrite_metrics(run_dir: str, records: list[dict]) -> None:
@@ -229,60 +228,99 @@ def _rewrite_metrics(run_dir: str, records: list[dict]) -> None:
     os.replace(path + ".tmp", path)
 
 
-def _session(agent: Agent, env, spec, cfg, start, run_dir, progress, resolved, records=()):
-    """Compiles, runs the chunks after `len(records)`, saves final params and summary."""
+def placement(agent: Agent, env, spec, cfg: loop.TrainConfig, hp: dict | None = None):
+    """(mesh, shardings of the member-stacked run state) of a run (`jaxrl.engine.parallel`):
+    data-parallel over `cfg.num_devices` devices; else members over the devices that divide
+    their number (agents with a multi-device `layout` keep the members on one device); else
+    (None, None).
+
+    Raises:
+        ValueError: fewer devices than `cfg.num_devices` (before compiling).
+    """
+    if cfg.num_devices > 1:
+        mesh = parallel.data_mesh(cfg.num_devices)
+        abstract = checkpoint.abstract_runner(agent, env, spec, cfg, hp)[0]
+        return mesh, parallel.data_shardings(abstract, agent, cfg.num_envs, mesh)
+    mesh = parallel.seed_mesh(cfg.num_seeds if agent.layout[0] == "single" else 1)
+    if mesh is None:
+        return None, None
+    abstract = checkpoint.abstract_runner(agent, env, spec, cfg, hp)[0]
+    return mesh, parallel.member_shardings(abstract, mesh)
+
+
+def compile_chunk(agent: Agent, env, spec, cfg: loop.TrainConfig, runner, mesh, shardings):
+    """The compiled `vmap(chunk)` for `runner` placed by `placement`; metrics come back
+    replicated under data parallelism (every process reads them)."""
     _, chunk = loop.make_train(agent, env, spec, cfg)
-    saver = (
-        checkpoint.Checkpointer(run_dir, cfg.keep_checkpoints, cfg.checkpoint_replay,
-                                agent=agent)
-        if run_dir
-        else None
-    )
-    logger = Logger(run_dir, cfg.real_total_env_steps * cfg.num_seeds, progress)
+    if shardings is None:
+        return jax.jit(jax.vmap(chunk)).lower(runner).compile()
+    metrics = parallel.replicated(mesh) if cfg.num_devices > 1 else None
+    fn = jax.jit(jax.vmap(chunk), in_shardings=(shardings,), out_shardings=(shardings, metrics))
+    return fn.lower(runner).compile()
+
+
+def _session(agent: Agent, env, spec, cfg, start, run_dir, progress, resolved, records=(),
+             hp=None):
+    """Compiles, runs the chunks after `len(records)`, saves final params and summary."""
+    saver = (checkpoint.Checkpointer(run_dir, cfg.keep_checkpoints, cfg.checkpoint_replay,
+                                     agent=agent) if run_dir else None)
+    primary = distributed.is_primary()  # process 0 writes logs; every process checkpoints
+    logger = Logger(run_dir if primary else None, cfg.real_total_env_steps * cfg.num_seeds,
+                    progress and primary, **_logger_options(cfg, run_dir, resolved))
     try:
-        t0 = time.time()
-        logger.message("compiling (1-3 min for MJX envs on CPU) ...")
-        # A multi-device layout owns the devices; members then stay on one.
-        mesh = parallel.seed_mesh(cfg.num_seeds if agent.layout[0] == "single" else 1)
-        runner = parallel.shard_members(start(mesh), mesh)
-        compiled = jax.jit(jax.vmap(chunk)).lower(runner).compile()
-        evaluator = make_evaluator(agent, env, spec, cfg) if cfg.num_eval_envs else None
-        compile_s = time.time() - t0
-        layout = layout_name(agent)
-        logger.message(
-            f"compiled in {compile_s:.1f} s; {cfg.real_total_env_steps:,} env steps "
-            f"per seed x {cfg.num_seeds} seed(s); layout {layout}"
-        )
-        with guards.StopOnSignal() as stop:
-            runner, records, train_s = _run_chunks(
-                compiled, evaluator, runner, cfg, logger, saver, list(records), stop, resolved,
-                agent.params_of, layout
-            )
+        with watchdog.Watchdog(cfg.watchdog_seconds, run_dir) as dog:
+            dog.beat("compiling the training program")
+            t0 = time.time()
+            logger.message("compiling (1-3 min for MJX envs on CPU) ...")
+            mesh, shardings = placement(agent, env, spec, cfg, hp)
+            runner = start(shardings)
+            compiled = compile_chunk(agent, env, spec, cfg, runner, mesh, shardings)
+            evaluator = (make_evaluator(agent, env, spec, cfg, mesh=mesh)
+                         if cfg.num_eval_envs else None)
+            compile_s = time.time() - t0
+            layout = layout_name(agent, cfg)
+            logger.message(
+                f"compiled in {compile_s:.1f} s; {cfg.real_total_env_steps:,} env steps "
+                f"per seed x {cfg.num_seeds} seed(s); layout {layout}")
+            with guards.StopOnSignal() as stop:
+                runner, records, train_s = _run_chunks(
+                    compiled, evaluator, runner, cfg, logger, saver, list(records), stop,
+                    resolved, agent.params_of, layout, dog)
     except BaseException:
         _close(logger, saver, failing=True)
         raise
     _close(logger, saver, failing=False)
     steps = records[-1]["env_steps"] if records else 0  # fewer under max_train_seconds
     if run_dir:
-        save_params(os.path.join(run_dir, "final_params"), agent.params_of(runner.agent_state))
-        with open(os.path.join(run_dir, "summary.json"), "w") as f:
-            json.dump(
-                {
-                    "compile_seconds": compile_s,
-                    "train_seconds": train_s,
-                    "env_steps": steps,
-                    "layout": layout,
-                    "final": records[-1] if records else {},
-                },
-                f,
-                indent=2,
-            )
+        _write_final(run_dir, agent.params_of(runner.agent_state), primary, {
+            "compile_seconds": compile_s, "train_seconds": train_s, "env_steps": steps,
+            "layout": layout, "final": records[-1] if records else {}})
     return RunResult(runner, records, compile_s, train_s, steps, run_dir)
 
 
-def layout_name(agent: Agent) -> str:
+def _logger_options(cfg, run_dir, resolved) -> dict:
+    """Keyword arguments of `Logger` for the extra sinks `cfg.logger` names."""
+    if cfg.logger != "wandb" or not run_dir:
+        return {}
+    name = os.path.basename(os.path.abspath(run_dir))
+    return {"wandb": {"name": name, "group": (resolved or {}).get("sweep"),
+                      "config": resolved or {}, "project": None}}
+
+
+def _write_final(run_dir: str, params, primary: bool, summary: dict) -> None:
+    """final_params (every process takes part in the orbax write) and summary.json."""
+    save_params(os.path.join(run_dir, "final_params"), parallel.fetch(params))
+    if primary:
+        with open(os.path.join(run_dir, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+
+
+def layout_name(agent: Agent, cfg: loop.TrainConfig | None = None) -> str:
     """How the run is laid out over devices, as every record and summary names it: `single`
-    (one device per seed), `data:D` or `role:D` (`jaxrl.engine.layouts`, D devices)."""
+    (one device per seed), `data:D` (`TrainConfig.num_devices`, or an agent's own `data`
+    layout) or `role:D` (`jaxrl.engine.layouts`, D devices)."""
+    if cfg is not None and cfg.num_devices > 1:
+        return f"data:{cfg.num_devices}"
     kind, devices = agent.layout
     return kind if kind == "single" else f"{kind}:{devices}"
 
@@ -291,8 +329,11 @@ def _close(logger, saver, failing: bool) -> None:
     """Closes the logger and waits for pending checkpoint writes; a write error is raised
     unless another exception is already on its way out (`failing`)."""
     logger.close()
-    if saver is None:
-        return
+    if saver is not None:
+        _close_saver(saver, failing)
+
+
+def _close_saver(saver, failing: bool) -> None:
     try:
         saver.wait()
     except checkpoint.CheckpointError:
@@ -304,7 +345,7 @@ def _close(logger, saver, failing: bool) -> None:
 
 def _run_chunks(
     compiled, evaluator, runner, cfg, logger, saver=None, records=None, stop=None, resolved=None,
-    params_of=lambda agent_state: agent_state.params, layout: str = "single",
+    params_of=lambda agent_state: agent_state.params, layout: str = "single", dog=None,
 ):
     """Runs chunks `len(records) + 1 .. num_chunks`; returns (runner, records, train seconds).
 
@@ -319,7 +360,7 @@ def _run_chunks(
     for i in range(len(records), cfg.num_chunks):
         t = time.time()
         new, metrics = compiled(runner)
-        metrics = jax.device_get(metrics)
+        metrics = parallel.fetch(metrics)
         dt = time.time() - t
         guards.check_finite(metrics, params_of(new.agent_state), i + 1, cfg, steps_per_chunk,
                             saver)
@@ -335,7 +376,7 @@ def _run_chunks(
         out_of_time = cfg.max_train_seconds is not None and train_s >= cfg.max_train_seconds
         last = i + 1 == cfg.num_chunks or out_of_time
         if evaluator is not None and ((i + 1) % cfg.eval_every == 0 or last):
-            ev = jax.device_get(evaluator(runner.agent_state, jax.random.fold_in(eval_key, i)))
+            ev = parallel.fetch(evaluator(runner.agent_state, jax.random.fold_in(eval_key, i)))
             rec.update({k: float(np.mean(v)) for k, v in ev.items()})
             rec["eval/episode_return_per_seed"] = [float(x) for x in ev["eval/episode_return"]]
         logger.log(rec)
@@ -343,6 +384,8 @@ def _run_chunks(
         interrupted = stop is not None and stop.signum is not None and not last
         if saver and ((i + 1) % cfg.checkpoint_every == 0 or last or interrupted):
             saver.save(i + 1, runner, records, resolved or {})
+        if dog is not None:
+            dog.beat(f"chunk {i + 2}")
         if interrupted:
             raise guards.interrupted(saver, i + 1, cfg, stop.signum)
         if out_of_time:

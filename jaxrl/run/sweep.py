@@ -1,0 +1,311 @@
+"""`jaxrl sweep`: a grid or random search over float hyperparameters x seeds as one program.
+
+All members (`sweep_spec.Member`: one seed at one point) train together: their run states are
+stacked on a leading member axis, the chunk is `jit(vmap(chunk))` compiled once, and the member
+axis is sharded over the devices that divide the member count (`jaxrl.engine.parallel`; with
+`num_devices > 1` each member is data-parallel instead). Every member is a complete run dir,
+`<sweep_dir>/members/<name>/`, written as `jaxrl train --seed SEED --<agent>.<hp> VALUE` would
+write it (config.json, metrics.jsonl, TensorBoard, checkpoints, final_params, summary.json), so
+`jaxrl eval | export | render | plot` work on a member, and a member's PRNG keys and evaluation
+keys are those of that standalone run. `<sweep_dir>/sweep.json` holds the sweep;
+`summary.{md,json,csv,png}` (`sweep_report`) compare the members at the end.
+
+Resume: `jaxrl sweep --resume SWEEP_DIR` restores every member from the latest chunk that all of
+them saved and continues; the result (and the summary) is bit-identical to an uninterrupted sweep
+on the same machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl.engine import contract as agent_lib
+from jaxrl.engine import loop, parallel
+from jaxrl.run import checkpoint, distributed, guards, runner, sweep_report, watchdog
+from jaxrl.run.assemble import build, key_like
+from jaxrl.run.logging import Logger
+from jaxrl.run.sweep_progress import SweepProgress
+from jaxrl.run.sweep_spec import Member
+
+SWEEP_FILE = "sweep.json"
+MEMBERS_DIR = "members"
+
+
+@dataclasses.dataclass
+class SweepResult:
+    """What `run_sweep` returns: the final stacked runner, per-member records, the summary."""
+
+    runner: loop.RunState
+    records: list[list[dict]]
+    summary: dict
+    compile_seconds: float
+    train_seconds: float
+
+
+def member_configs(m: Member, cfg: loop.TrainConfig, agent_config):
+    """(TrainConfig, agent config) of member `m` as a standalone `jaxrl train` run."""
+    return (dataclasses.replace(cfg, seed=m.seed, num_seeds=1),
+            dataclasses.replace(agent_config, **m.values))
+
+
+def member_dir(sweep_dir: str, m: Member) -> str:
+    return os.path.join(sweep_dir, MEMBERS_DIR, m.name)
+
+
+def _sweep_cfg(cfg: loop.TrainConfig, members: list[Member]) -> loop.TrainConfig:
+    return dataclasses.replace(cfg, num_seeds=len(members))
+
+
+def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=None):
+    """Validates every member, then writes sweep.json and each member's config.json.
+
+    Raises:
+        ValueError: bad config, a member's hyperparameter out of range, or a sweep dir that
+            already holds a sweep (continue it with `--resume`); all before compiling.
+    """
+    if os.path.exists(os.path.join(sweep_dir, SWEEP_FILE)):
+        raise checkpoint.CheckpointError(
+            f"{sweep_dir!r} already holds a sweep: continue it with `jaxrl sweep --resume "
+            f"{sweep_dir}` or choose another --sweep-dir.")
+    if not members:
+        raise ValueError("the sweep has no members.")
+    agent, env, spec = build(agent_name, env_name, _sweep_cfg(cfg, members), agent_config)
+    group = agent_name.replace("-", "_")
+    resolved = []
+    for m in members:
+        cfg_m, agent_cfg_m = member_configs(m, cfg, agent_config)
+        hp = {**agent.default_hp(), **m.values}
+        agent_lib.check_hp(hp, agent.HP_RANGES, group)
+        resolved.append(checkpoint.resolved_config(
+            agent_name, env_name, cfg_m, agent_cfg_m, spec, hp,
+            {"preset": preset, "sweep": os.path.basename(os.path.abspath(sweep_dir)),
+             "member": dataclasses.asdict(m)}))
+    if distributed.is_primary():
+        for m, res in zip(members, resolved, strict=True):
+            os.makedirs(member_dir(sweep_dir, m), exist_ok=True)
+            with open(os.path.join(member_dir(sweep_dir, m), checkpoint.CONFIG_FILE), "w") as f:
+                json.dump(res, f, indent=2, default=str)
+        with open(os.path.join(sweep_dir, SWEEP_FILE), "w") as f:
+            json.dump({"agent": agent_name, "env": env_name, "preset": preset,
+                       "train": dataclasses.asdict(cfg),
+                       "agent_config": dataclasses.asdict(agent_config),
+                       "members": [dataclasses.asdict(m) for m in members]},
+                      f, indent=2, default=str)
+    return agent, env, spec, resolved
+
+
+def run_sweep(agent_name, env_name, cfg, agent_config, members, sweep_dir, progress=True,
+              preset=None) -> SweepResult:
+    """Trains `members` of (agent, env, cfg, agent_config) together; see the module docstring.
+
+    Args:
+        cfg: the shared TrainConfig; `seed` and `num_seeds` come from the members.
+        agent_config: the shared agent config; each member replaces its swept fields.
+        members: from `sweep_spec.members`.
+        sweep_dir: output folder (must not hold a sweep yet).
+
+    Raises:
+        ValueError: as `prepare` (before compiling); NonFiniteError and TrainingInterrupted as
+            `runner.train`.
+    """
+    agent, env, spec, resolved = prepare(agent_name, env_name, cfg, agent_config, members,
+                                         sweep_dir, preset)
+    hps = {k: jnp.asarray([r["hp"][k] for r in resolved], jnp.float32) for k in resolved[0]["hp"]}
+    keys = jnp.stack([jax.random.PRNGKey(m.seed) for m in members])
+    init, _ = loop.make_train(agent, env, spec, _sweep_cfg(cfg, members))
+
+    def start(shardings):
+        return jax.jit(jax.vmap(init), out_shardings=shardings)(keys, hps)
+
+    return _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progress, hps)
+
+
+def resume_sweep(sweep_dir: str, progress: bool = True) -> SweepResult:
+    """Continues the sweep in `sweep_dir` from the latest chunk every member saved.
+
+    Raises:
+        checkpoint.CheckpointError: no sweep.json, a member without checkpoints, no chunk that
+            all members saved, or a finished sweep (before compiling).
+    """
+    spec_json = read_sweep(sweep_dir)
+    members = [Member(**m) for m in spec_json["members"]]
+    resolved = [checkpoint.read_config(member_dir(sweep_dir, m)) for m in members]
+    agent_name, env_name, cfg_m, agent_cfg_m, _ = checkpoint.parse_config(resolved[0])
+    cfg = checkpoint.config_from_dict(loop.TrainConfig, spec_json["train"])
+    agent_config = checkpoint.config_from_dict(type(agent_cfg_m), spec_json["agent_config"])
+    agent, env, spec = build(agent_name, env_name, _sweep_cfg(cfg, members), agent_config)
+    step = common_chunk(sweep_dir, members, cfg.num_chunks)
+    hps = {k: jnp.asarray([r["hp"][k] for r in resolved], jnp.float32) for k in resolved[0]["hp"]}
+    state, records = _restore_members(agent, env, spec, cfg, members, sweep_dir, step, hps)
+
+    def start(shardings):
+        return state if shardings is None else jax.device_put(state, shardings)
+
+    return _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progress, hps,
+                    records)
+
+
+def read_sweep(sweep_dir: str) -> dict:
+    path = os.path.join(sweep_dir, SWEEP_FILE)
+    if not os.path.isfile(path):
+        raise checkpoint.CheckpointError(f"{sweep_dir!r} holds no {SWEEP_FILE}: not a sweep dir.")
+    with open(path) as f:
+        return json.load(f)
+
+
+def common_chunk(sweep_dir: str, members: list[Member], num_chunks: int) -> int:
+    """The latest chunk saved by every member; CheckpointError when there is none or the sweep
+    already finished."""
+    common = None
+    for m in members:
+        steps = set(checkpoint.existing_steps(member_dir(sweep_dir, m)))
+        common = steps if common is None else common & steps
+    if not common:
+        raise checkpoint.CheckpointError(
+            f"no chunk of {sweep_dir!r} was saved by every member: the sweep stopped before its "
+            "first checkpoint; start it again in a new --sweep-dir.")
+    step = max(common)
+    if step >= num_chunks:
+        raise checkpoint.CheckpointError(f"the sweep in {sweep_dir!r} already finished.")
+    return step
+
+
+def _restore_members(agent, env, spec, cfg, members, sweep_dir, step, hps):
+    """The stacked `[S]` runner of chunk `step` from the members' checkpoints, and each member's
+    records up to it (their metrics.jsonl cut back to match)."""
+    abstract, init, _, _ = checkpoint.abstract_runner(agent, env, spec, _sweep_cfg(cfg, members),
+                                                      None)
+    one = jax.tree.map(lambda a: jax.ShapeDtypeStruct((1,) + a.shape[1:], a.dtype), abstract)
+    parts, records = [], []
+    for m in members:
+        reader = checkpoint.Checkpointer(member_dir(sweep_dir, m), read_only=True, agent=agent)
+        try:
+            meta = reader.restore_meta(step)
+            if not meta.get("replay", True) and agent.has_replay:
+                raise checkpoint.CheckpointError(
+                    "a sweep resumes only from checkpoints with the replay buffer "
+                    "(checkpoint_replay=True).")
+            parts.append(reader.restore_state(step, one, True))
+        finally:
+            reader.close()
+        records.append(list(meta["records"])[:step])
+        if distributed.is_primary():
+            runner._rewrite_metrics(member_dir(sweep_dir, m), records[-1])
+    state = jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs]), *parts)
+    return state, records
+
+
+def _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progress, hps,
+             records=None):
+    """Compiles the `[S]` program, runs the remaining chunks, writes member results and the
+    summary."""
+    scfg = _sweep_cfg(cfg, members)
+    records = records or [[] for _ in members]
+    primary = distributed.is_primary()
+    savers = [checkpoint.Checkpointer(member_dir(sweep_dir, m), cfg.keep_checkpoints,
+                                      cfg.checkpoint_replay, agent=agent) for m in members]
+    loggers = [Logger(member_dir(sweep_dir, m) if primary else None, cfg.real_total_env_steps,
+                      False, **runner._logger_options(cfg, member_dir(sweep_dir, m), res))
+               for m, res in zip(members, resolved, strict=True)]
+    bar = SweepProgress(members, cfg.num_chunks, progress and primary)
+    try:
+        with watchdog.Watchdog(cfg.watchdog_seconds, sweep_dir) as dog:
+            dog.beat("compiling the sweep program")
+            t0 = time.time()
+            bar.message(f"compiling {len(members)} members as one program ...")
+            mesh, shardings = runner.placement(agent, env, spec, scfg, None)
+            state = start(shardings)
+            compiled = runner.compile_chunk(agent, env, spec, scfg, state, mesh, shardings)
+            evaluator = (runner.make_evaluator(agent, env, spec, scfg, mesh=mesh,
+                                               member_keys=True) if cfg.num_eval_envs else None)
+            compile_s = time.time() - t0
+            bar.message(f"compiled in {compile_s:.1f} s; layout {runner.layout_name(agent, scfg)}"
+                        f", members on {len(mesh.devices.flat) if mesh is not None else 1} "
+                        "device(s)")
+            with guards.StopOnSignal() as stop:
+                state, train_s = _chunks(compiled, evaluator, state, cfg, members, records,
+                                         loggers, savers, resolved, agent, stop, dog, bar)
+    except BaseException:
+        _close_all(loggers, savers, bar, failing=True)
+        raise
+    _close_all(loggers, savers, bar, failing=False)
+    for i, m in enumerate(members):
+        runner._write_final(member_dir(sweep_dir, m), agent.params_of(_member(state, i).agent_state), primary,
+                            {"compile_seconds": compile_s, "train_seconds": train_s,
+                             "env_steps": records[i][-1]["env_steps"] if records[i] else 0,
+                             "layout": records[i][-1]["layout"] if records[i] else "",
+                             "final": records[i][-1] if records[i] else {}})
+    summary = sweep_report.write(sweep_dir, members, records, compile_s, train_s) if primary \
+        else {}
+    return SweepResult(state, records, summary, compile_s, train_s)
+
+
+def _member(tree, i: int):
+    """Member i of a stacked tree, keeping a leading axis of 1 (a 1-seed run's layout)."""
+    return jax.tree.map(lambda x: x[i : i + 1], tree)
+
+
+def _eval_keys(state, members, chunk_index: int):
+    """Member i's eval key at chunk c: `fold_in(PRNGKey(seed_i + 10_000), c)`, as its
+    standalone run (`runner._run_chunks`) uses."""
+    return jnp.stack([jax.random.fold_in(key_like(state.key, m.seed + 10_000), chunk_index)
+                      for m in members])
+
+
+def _chunks(compiled, evaluator, state, cfg, members, records, loggers, savers, resolved,
+            agent, stop, dog, bar):
+    """Runs chunks `len(records[0]) + 1 .. num_chunks`; returns (state, training seconds)."""
+    done = len(records[0])
+    train_s = float(records[0][-1]["wall_time"]) if done else 0.0
+    per_member = cfg.iterations_per_chunk * cfg.env_steps_per_iteration
+    layout = runner.layout_name(agent, cfg)
+    for c in range(done, cfg.num_chunks):
+        t = time.time()
+        new, metrics = compiled(state)
+        metrics = parallel.fetch(metrics)
+        dt = time.time() - t
+        guards.check_finite(metrics, agent.params_of(new.agent_state), c + 1, cfg,
+                            per_member * len(members), None)
+        state, train_s = new, train_s + dt
+        last = c + 1 == cfg.num_chunks
+        ev = None
+        if evaluator is not None and ((c + 1) % cfg.eval_every == 0 or last):
+            ev = parallel.fetch(evaluator(state.agent_state, _eval_keys(state, members, c)))
+        for i in range(len(members)):
+            rec = {"chunk": c + 1, "env_steps": per_member * (c + 1), "wall_time": train_s,
+                   "perf/sps": per_member / dt, "layout": layout}
+            rec.update({k: float(np.asarray(v)[i]) for k, v in metrics.items()})
+            if ev is not None:
+                rec.update({k: float(np.asarray(v)[i]) for k, v in ev.items()})
+                rec["eval/episode_return_per_seed"] = [rec["eval/episode_return"]]
+            loggers[i].log(rec)
+            records[i].append(rec)
+        bar.update(c + 1, [r[-1] for r in records], per_member * len(members) / dt)
+        interrupted = stop.signum is not None and not last
+        if (c + 1) % cfg.checkpoint_every == 0 or last or interrupted:
+            for i, saver in enumerate(savers):
+                saver.save(c + 1, _member(state, i), records[i], resolved[i])
+        dog.beat(f"chunk {c + 2} of the sweep")
+        if interrupted:
+            for saver in savers:
+                saver.wait()
+            name = os.path.dirname(os.path.dirname(savers[0].run_dir))
+            raise guards.TrainingInterrupted(
+                f"interrupted after chunk {c + 1} of {cfg.num_chunks}; every member saved it. "
+                f"Resume with: jaxrl sweep --resume {name}", name, c + 1, stop.signum)
+    return state, train_s
+
+
+def _close_all(loggers, savers, bar, failing: bool) -> None:
+    bar.close()
+    for logger in loggers:
+        logger.close()
+    for saver in savers:
+        runner._close_saver(saver, failing)
