@@ -36,6 +36,9 @@ def parse_args(argv=None):
     p.add_argument("--hlo", action="store_true", help="print op counts of the compiled HLO")
     p.add_argument("--dump", default=None, help="write the compiled HLO text per seed count")
     p.add_argument("--profile", default=None, help="perfetto trace of one call into DIR_<S>")
+    p.add_argument("--ab", action="store_true",
+                   help="also time each seed count with flax's plain nn.Dense in the MLPs "
+                        "(the layout before `jaxrl.learning.dense`), interleaved")
     return p.parse_args(argv)
 
 
@@ -93,8 +96,12 @@ def op_counts(text: str) -> collections.Counter:
     return collections.Counter(ops)
 
 
-def compile_one(args, num_seeds: int):
+def compile_one(args, num_seeds: int, plain_dense: bool = False):
     """(compiled program, its input, env steps per call, compile seconds, HLO op counts)."""
+    import flax.linen as nn
+
+    from jaxrl.learning import dense, networks
+    networks.Dense = nn.Dense if plain_dense else dense.Dense
     agent, env, spec, cfg, chunk, runner = setup(args.preset, num_seeds, args.iterations)
     fn = part_fn(args.part, agent, env, spec, cfg, chunk)
     t0 = time.time()
@@ -106,7 +113,8 @@ def compile_one(args, num_seeds: int):
     if args.hlo or args.dump:
         text = compiled.as_text()
         if args.dump:
-            with open(f"{args.dump}_{args.part}_{num_seeds}.txt", "w") as f:
+            tag = "_flax" if plain_dense else ""
+            with open(f"{args.dump}_{args.part}_{num_seeds}{tag}.txt", "w") as f:
                 f.write(text)
         ops = dict(op_counts(text).most_common(25)) if args.hlo else None
     return compiled, runner, steps, compile_s, ops
@@ -118,25 +126,29 @@ def main(argv=None):
     args = parse_args(argv)
     print(f"backend {jax.default_backend()} part {args.part} preset {args.preset} "
           f"iterations {args.iterations}", flush=True)
-    progs = {s: compile_one(args, s) for s in args.seeds}
-    best = {s: float("inf") for s in args.seeds}
+    variants = [(s, False) for s in args.seeds]
+    if args.ab:
+        variants += [(s, True) for s in args.seeds]
+    progs = {v: compile_one(args, *v) for v in variants}
+    best = {v: float("inf") for v in progs}
     for _ in range(args.repeats):
-        for s, (compiled, runner, *_rest) in progs.items():
+        for v, (compiled, runner, *_rest) in progs.items():
             t = time.time()
             jax.block_until_ready(compiled(runner))
-            best[s] = min(best[s], time.time() - t)
-    base = None
-    for s, (compiled, runner, steps, compile_s, ops) in progs.items():
-        sps = steps / best[s]
-        base = base or sps
-        res = {"seeds": s, "compile_s": round(compile_s, 1), "best_s": round(best[s], 3),
-               "total_sps": round(sps), "per_seed_sps": round(sps / s),
-               "vs_1seed": round(sps / base, 3)}
+            best[v] = min(best[v], time.time() - t)
+    base = {}
+    for (s, plain), (compiled, runner, steps, compile_s, ops) in progs.items():
+        sps = steps / best[s, plain]
+        base.setdefault(plain, sps)
+        res = {"seeds": s, "dense": "flax" if plain else "jaxrl", "compile_s": round(compile_s, 1),
+               "best_s": round(best[s, plain], 3), "total_sps": round(sps),
+               "per_seed_sps": round(sps / s), "vs_1seed": round(sps / base[plain], 3)}
         if ops:
             res["ops"] = ops
         print(res, flush=True)
         if args.profile:
-            with jax.profiler.trace(f"{args.profile}_{s}", create_perfetto_trace=True):
+            tag = f"{args.profile}_{s}" + ("_flax" if plain else "")
+            with jax.profiler.trace(tag, create_perfetto_trace=True):
                 jax.block_until_ready(compiled(runner))
 
 

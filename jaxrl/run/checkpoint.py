@@ -204,6 +204,16 @@ class Checkpointer:
         except Exception as err:  # noqa: BLE001
             raise self._write_failed(err) from err
 
+    def delete_after(self, chunk: int) -> list[int]:
+        """Deletes the checkpoints of chunks after `chunk` (a sweep member that saved a chunk
+        its peers did not: the resumed sweep writes it again, bit-identical); returns them."""
+        if self.read_only:
+            raise CheckpointError(f"{self.directory} was opened read-only.")
+        later = [s for s in self.steps() if s > chunk]
+        for s in later:
+            self._mgr.delete(s)
+        return later
+
     def restore_meta(self, chunk: int) -> dict:
         """The JSON part of a checkpoint; CheckpointError when unreadable."""
         args = self._ocp.args

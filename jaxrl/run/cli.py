@@ -259,6 +259,10 @@ def main(argv: list[str] | None = None) -> None:
         _quiet()
     if argv and argv[0] == "train":
         return train(argv[1:])
+    if argv and argv[0] == "sweep":
+        from jaxrl.run import cli_sweep
+
+        return cli_sweep.main(argv[1:])
     if argv and argv[0] == "eval":
         return cli_commands.eval_cmd(argv[1:])
     if argv and argv[0] in ("export", "plot", "render"):

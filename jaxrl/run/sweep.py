@@ -211,6 +211,9 @@ def _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progres
     primary = distributed.is_primary()
     savers = [checkpoint.Checkpointer(member_dir(sweep_dir, m), cfg.keep_checkpoints,
                                       cfg.checkpoint_replay, agent=agent) for m in members]
+    if records[0] and distributed.is_primary():  # resumed: members ahead of the common chunk
+        for saver in savers:
+            saver.delete_after(len(records[0]))
     loggers = [Logger(member_dir(sweep_dir, m) if primary else None, cfg.real_total_env_steps,
                       False, **runner._logger_options(cfg, member_dir(sweep_dir, m), res))
                for m, res in zip(members, resolved, strict=True)]
@@ -237,7 +240,8 @@ def _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progres
         raise
     _close_all(loggers, savers, bar, failing=False)
     for i, m in enumerate(members):
-        runner._write_final(member_dir(sweep_dir, m), agent.params_of(_member(state, i).agent_state), primary,
+        params = agent.params_of(_member(state, i).agent_state)
+        runner._write_final(member_dir(sweep_dir, m), params, primary,
                             {"compile_seconds": compile_s, "train_seconds": train_s,
                              "env_steps": records[i][-1]["env_steps"] if records[i] else 0,
                              "layout": records[i][-1]["layout"] if records[i] else "",

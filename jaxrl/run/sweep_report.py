@@ -102,9 +102,10 @@ def figure(members, records, points, names):
         right.bar(j, p["final_mean"], color=color, alpha=0.35)
         right.scatter([j] * len(finals), finals, color=color, s=14, zorder=3)
     left.set(xlabel="env steps (per member)", ylabel=f"{METRIC} (mean; band: min-max over seeds)")
-    right.set(xlabel="point (ranked by final mean)", ylabel="final eval return")
+    right.set(xlabel="point (ranked by final mean); dots: seeds", ylabel="final eval return")
     right.set_xticks(range(len(points)))
-    right.set_xticklabels([str(p["point"]) for p in points])
+    right.set_xticklabels(["\n".join(f"{n}={_fmt(p[n])}" for n in names) or "base"
+                           for p in points], fontsize="small")
     for ax in (left, right):
         ax.grid(alpha=0.3)
     left.legend(loc="best", fontsize="small")

@@ -44,7 +44,8 @@ class Member:
 
 def _split_name(item: str, agent_group: str) -> tuple[str, str]:
     if "=" not in item:
-        raise ValueError(f"{item!r} is not NAME=VALUES (e.g. {agent_group}.learning_rate=1e-4,3e-4).")
+        raise ValueError(f"{item!r} is not NAME=VALUES (e.g. "
+                         f"{agent_group}.learning_rate=1e-4,3e-4).")
     name, values = item.split("=", 1)
     name = name.strip().replace("-", "_")
     group = agent_group.replace("-", "_")
@@ -121,7 +122,8 @@ def parse_random(items, agent_group: str, hp_fields, config_fields) -> dict[str,
                              f"{name}=loguniform:LOW:HIGH.")
         low, high = _float(parts[1], item), _float(parts[2], item)
         if low > high or (parts[0] == "loguniform" and low <= 0):
-            raise ValueError(f"{item!r}: need LOW <= HIGH{' and LOW > 0' if parts[0] == 'loguniform' else ''}.")
+            log = " and LOW > 0" if parts[0] == "loguniform" else ""
+            raise ValueError(f"{item!r}: need LOW <= HIGH{log}.")
         out[name] = (parts[0], low, high)
     return out
 

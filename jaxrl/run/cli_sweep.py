@@ -1,0 +1,127 @@
+"""`jaxrl sweep`: every `jaxrl train` flag, plus the grid / random search and the sweep dir.
+
+    jaxrl sweep --preset ppo-dmc-cpu --grid ppo.learning_rate=1e-4,3e-4,1e-3 --num-seeds 3
+    jaxrl sweep --preset sac-dmc-cpu --random sac.learning_rate=loguniform:1e-4:1e-3 \
+        --num-samples 8 --num-seeds 2
+    jaxrl sweep --resume runs/sweep-ppo-CartpoleBalance-20261202-101500
+
+Members are the points times the seeds `--seed .. --seed + --num-seeds - 1`
+(`jaxrl.run.sweep_spec`); they train as one program (`jaxrl.run.sweep`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import sys
+from typing import Annotated
+
+import tyro
+
+from jaxrl.run import cli
+
+GRID_HELP = ("Grid points: NAME=V1,V2,... per float hyperparameter (e.g. "
+             "ppo.learning_rate=1e-4,3e-4); several names make the cartesian product.")
+RANDOM_HELP = ("Random search: NAME=uniform:LOW:HIGH or NAME=loguniform:LOW:HIGH; "
+               "--num-samples draws (per grid point when --grid is given too).")
+
+
+def sweep_args_type():
+    """`jaxrl train`'s argument dataclass plus the sweep's fields."""
+    base = cli._args_type()
+    fields = [
+        ("grid", Annotated[tuple[str, ...], tyro.conf.arg(help=GRID_HELP)],
+         dataclasses.field(default=())),
+        ("random", Annotated[tuple[str, ...], tyro.conf.arg(help=RANDOM_HELP)],
+         dataclasses.field(default=())),
+        ("num_samples", Annotated[int, tyro.conf.arg(help="Random-search draws.")],
+         dataclasses.field(default=8)),
+        ("sample_seed", Annotated[int, tyro.conf.arg(
+            help="Seed of the random-search draws (not of training).")],
+         dataclasses.field(default=0)),
+        ("sweep_dir", Annotated[str | None, tyro.conf.arg(
+            help="Output folder: sweep.json, members/<name>/ run dirs, summary.{md,json,csv,"
+                 "png}; default runs/sweep-<agent>-<env>-<time>.")],
+         dataclasses.field(default=None)),
+    ]
+    return dataclasses.make_dataclass("SweepArgs", fields, bases=(base,), frozen=True)
+
+
+def resolve(argv: list[str]):
+    """Parses `jaxrl sweep` arguments into (args, members, TrainConfig, agent config).
+
+    Raises:
+        ValueError: unknown preset / agent / env, a bad grid or random item (unknown or static
+            name, non-finite value), invalid sizes; all before compiling.
+    """
+    from jaxrl.engine import contract
+    from jaxrl.envs import registry
+    from jaxrl.run import sweep_spec
+
+    defaults = cli.defaults_from_preset(cli._preset_name(argv))
+    cls = sweep_args_type()
+    defaults = cls(**{f.name: getattr(defaults, f.name) for f in dataclasses.fields(defaults)})
+    args = tyro.cli(cls, default=defaults, args=argv, prog="jaxrl sweep",
+                    description=cli.COMMANDS["sweep"])
+    contract.lookup(args.agent)
+    registry.check_env_name(args.env)
+    args.train.validate()
+    agent_cfg = getattr(args, args.agent.replace("-", "_"))
+    agent_cls = contract.lookup(args.agent)[0]
+    hp_fields = tuple(agent_cls.HP_FIELDS)
+    config_fields = tuple(f.name for f in dataclasses.fields(agent_cfg))
+    grid = sweep_spec.parse_grid(args.grid, args.agent, hp_fields, config_fields)
+    random = sweep_spec.parse_random(args.random, args.agent, hp_fields, config_fields)
+    if set(grid) & set(random):
+        raise ValueError(f"{', '.join(sorted(set(grid) & set(random)))} is in both --grid and "
+                         "--random.")
+    seeds = [args.train.seed + i for i in range(args.train.num_seeds)]
+    points = sweep_spec.points(grid, random, args.num_samples, args.sample_seed)
+    return args, sweep_spec.members(points, seeds), args.train, agent_cfg
+
+
+def _check_resume_flags(argv: list[str]) -> str:
+    allowed = {"--resume", "--progress", "--no-progress", "--no-compile-cache",
+               "--compile-cache", "--coordinator-address", "--num-processes", "--process-id"}
+    flags = [a.split("=", 1)[0] for a in argv if a.startswith("--")]
+    extra = [f for f in flags if f not in allowed]
+    if extra:
+        raise ValueError(f"--resume continues a sweep with its saved sweep.json; drop "
+                         f"{', '.join(extra)}.")
+    return cli._flag_value(argv, "--resume")
+
+
+def main(argv: list[str]) -> None:
+    """`jaxrl sweep ...`: resolve, train all members, print the ranked points."""
+    try:
+        cli.process_setup(argv)
+    except ValueError as err:
+        sys.exit(f"error: {err}")
+    from jaxrl.envs import EnvAssetError
+    from jaxrl.run import runner, sweep
+
+    try:
+        if cli._flag_value(argv, "--resume") is not None:
+            sweep_dir = _check_resume_flags(argv)
+            result = sweep.resume_sweep(sweep_dir, "--no-progress" not in argv)
+        else:
+            args, members, cfg, agent_cfg = resolve(argv)
+            stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+            sweep_dir = args.sweep_dir or os.path.join(
+                "runs", f"sweep-{args.agent}-{args.env}-{stamp}")
+            result = sweep.run_sweep(args.agent, args.env, cfg, agent_cfg, members, sweep_dir,
+                                     args.progress, args.preset)
+    except (ValueError, EnvAssetError) as err:
+        sys.exit(f"error: {err}")
+    except runner.TrainingInterrupted as err:
+        print(str(err), file=sys.stderr)
+        sys.exit(128 + err.signum)
+    print(f"done: {len(result.records)} members, {result.summary.get('total_env_steps', 0):,} "
+          f"env steps in {result.train_seconds:.1f} s training (+{result.compile_seconds:.1f} s "
+          f"compile), {result.summary.get('total_sps', 0):,.0f} SPS in all; sweep dir "
+          f"{sweep_dir}")
+    summary_md = os.path.join(sweep_dir, "summary.md")
+    if os.path.exists(summary_md):
+        with open(summary_md) as f:
+            print(f.read().split("\n\n")[0])
