@@ -9,14 +9,14 @@ falls back to a generic batched dot. Measured on the PPO CPU preset (`benchmarks
 --part update`, 2 cores): the weight-gradient dots of 4 vmapped seeds cost 2.2-4x the time of
 4 single-seed runs and were most of the gap between them.
 
-Here the tangent of `x @ W` with respect to `W` is written as a contraction of a materialized
-`x^T` (`[in, rows]`, behind an `optimization_barrier` so that XLA cannot fold the transpose back
-into the dot). Its transpose, the weight gradient, is then `x^T [in, rows] @ g [rows, out]`,
-a canonical row-major matmul with or without batch dimensions, which XLA CPU runs through
-YNNPACK in both cases. Forward values and the input gradient are unchanged; the weight gradient
-is the same sum (YNNPACK's summation order may differ from before in the last bits).
-`custom_jvp` keeps forward- and reverse-mode differentiation (and ONNX export, which inlines
-the primal).
+Here a `custom_vjp` computes the weight gradient as `x^T [in, rows] @ g [rows, out]` from a
+materialized `x^T` (behind an `optimization_barrier`, so that XLA cannot fold the transpose
+back into the dot): a canonical row-major matmul with or without batch dimensions, which XLA CPU
+runs through YNNPACK in both cases. (A `custom_jvp` version leaves the operand order of the
+transposed dot to JAX's transpose rule, which came out column-major again for one seed.)
+Forward values and the input gradient are JAX's own; the weight gradient is the same sum, in
+YNNPACK's summation order. Limitation of `custom_vjp`: no forward-mode differentiation
+(`jax.jvp`, `jacfwd`) through these layers; nothing in jaxrl uses it.
 """
 
 from __future__ import annotations
@@ -28,22 +28,27 @@ import jax
 from jax import lax
 
 
-@jax.custom_jvp
+@jax.custom_vjp
 def matmul(x: jax.Array, w: jax.Array) -> jax.Array:
     """`x [..., in] @ w [in, out]` (flax `Dense`'s contraction)."""
     return lax.dot_general(x, w, (((x.ndim - 1,), (0,)), ((), ())))
 
 
-@matmul.defjvp
-def _matmul_jvp(primals, tangents):
-    x, w = primals
-    dx, dw = tangents
-    y = lax.dot_general(x, w, (((x.ndim - 1,), (0,)), ((), ())))
-    dy = lax.dot_general(dx, w, (((dx.ndim - 1,), (0,)), ((), ())))
+def _matmul_fwd(x, w):
+    return matmul(x, w), (x, w)
+
+
+def _matmul_bwd(res, g):
+    """Input gradient as JAX's own rule; weight gradient `x^T @ g` with `x^T` materialized."""
+    x, w = res
+    gx = lax.dot_general(g, w, (((g.ndim - 1,), (1,)), ((), ())))
     rows = x.reshape((-1, x.shape[-1]))
-    xt = lax.optimization_barrier(rows.T)  # [in, rows], materialized
-    dy_w = lax.dot_general(xt, dw, (((0,), (0,)), ((), ())))  # [rows, out]
-    return y, dy + dy_w.reshape(y.shape).astype(dy.dtype)
+    xt = lax.optimization_barrier(rows.T)  # [in, rows]: kept as a row-major copy
+    gw = lax.dot_general(xt, g.reshape((-1, g.shape[-1])), (((1,), (0,)), ((), ())))
+    return gx.astype(x.dtype), gw.astype(w.dtype)
+
+
+matmul.defvjp(_matmul_fwd, _matmul_bwd)
 
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):

@@ -41,6 +41,10 @@ def check_args(coordinator_address: str | None, num_processes: int | None,
                          f"{coordinator_address!r}.")
     if num_processes < 1:
         raise ValueError(f"--num-processes must be >= 1, got {num_processes}.")
+    tasks = os.environ.get("SLURM_NTASKS")
+    if tasks and tasks.isdigit() and int(tasks) > 1 and int(tasks) != num_processes:
+        raise ValueError(f"--num-processes {num_processes}, but this SLURM step runs {tasks} "
+                         "tasks: drop the flags to let JAX read SLURM, or make them agree.")
     if not 0 <= process_id < num_processes:
         raise ValueError(f"--process-id {process_id} is outside 0..{num_processes - 1} "
                          f"(--num-processes {num_processes}).")
@@ -74,8 +78,16 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     # Must precede any backend use; only the CPU client reads it (GPUs use NCCL).
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     if not jax.distributed.is_initialized():
-        jax.distributed.initialize(coordinator_address, num_processes, process_id,
-                                   initialization_timeout=timeout_s)
+        try:
+            jax.distributed.initialize(coordinator_address, num_processes, process_id,
+                                       initialization_timeout=timeout_s)
+        except Exception as err:  # noqa: BLE001  (XLA raises its own runtime error types)
+            where = coordinator_address or "the cluster's coordinator"
+            raise ValueError(
+                f"the processes did not all join {where} within {timeout_s} s "
+                f"({type(err).__name__}: {str(err).splitlines()[0][:200]}); start every "
+                "process with the same --coordinator-address and --num-processes and a "
+                "distinct --process-id.") from err
     if num_processes is not None and jax.process_count() != num_processes:
         raise ValueError(f"--num-processes {num_processes}, but {jax.process_count()} "
                          "processes joined the coordinator.")

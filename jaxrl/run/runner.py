@@ -282,6 +282,7 @@ def _session(agent: Agent, env, spec, cfg, start, run_dir, progress, resolved, r
             logger.message(
                 f"compiled in {compile_s:.1f} s; {cfg.real_total_env_steps:,} env steps "
                 f"per seed x {cfg.num_seeds} seed(s); layout {layout}")
+            dog.beat(f"chunk {len(records) + 1}")
             with guards.StopOnSignal() as stop:
                 runner, records, train_s = _run_chunks(
                     compiled, evaluator, runner, cfg, logger, saver, list(records), stop,

@@ -232,6 +232,7 @@ def _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progres
             bar.message(f"compiled in {compile_s:.1f} s; layout {runner.layout_name(agent, scfg)}"
                         f", members on {len(mesh.devices.flat) if mesh is not None else 1} "
                         "device(s)")
+            dog.beat(f"chunk {len(records[0]) + 1} of the sweep")
             with guards.StopOnSignal() as stop:
                 state, train_s = _chunks(compiled, evaluator, state, cfg, members, records,
                                          loggers, savers, resolved, agent, stop, dog, bar)

@@ -64,6 +64,7 @@ class Watchdog:
                 left = self._deadline - time.monotonic()
             if left <= 0:
                 self._fire()
+                return
             if self._stop.wait(min(left, 5.0)):
                 return
 
