@@ -122,7 +122,9 @@ def compile_one(args, num_seeds: int, plain_dense: bool = False):
 
 def main(argv=None):
     """Compiles every seed count first, then times them interleaved (`repeats` rounds; the best
-    call of each counts), so that load from other processes hits all of them alike."""
+    call of each counts), so that load from other processes hits all of them alike. `cpu_s` is
+    the process CPU time of the best call (all threads): on a machine shared with other jobs it
+    is steadier than the wall time, and `cpu_sps` = env steps per CPU second."""
     args = parse_args(argv)
     print(f"backend {jax.default_backend()} part {args.part} preset {args.preset} "
           f"iterations {args.iterations}", flush=True)
@@ -131,17 +133,20 @@ def main(argv=None):
         variants += [(s, True) for s in args.seeds]
     progs = {v: compile_one(args, *v) for v in variants}
     best = {v: float("inf") for v in progs}
+    cpu = {v: float("inf") for v in progs}
     for _ in range(args.repeats):
         for v, (compiled, runner, *_rest) in progs.items():
-            t = time.time()
+            t, c = time.time(), time.process_time()
             jax.block_until_ready(compiled(runner))
             best[v] = min(best[v], time.time() - t)
+            cpu[v] = min(cpu[v], time.process_time() - c)
     base = {}
     for (s, plain), (compiled, runner, steps, compile_s, ops) in progs.items():
         sps = steps / best[s, plain]
         base.setdefault(plain, sps)
         res = {"seeds": s, "dense": "flax" if plain else "jaxrl", "compile_s": round(compile_s, 1),
-               "best_s": round(best[s, plain], 3), "total_sps": round(sps),
+               "best_s": round(best[s, plain], 3), "cpu_s": round(cpu[s, plain], 3),
+               "total_sps": round(sps), "cpu_sps": round(steps / cpu[s, plain]),
                "per_seed_sps": round(sps / s), "vs_1seed": round(sps / base[plain], 3)}
         if ops:
             res["ops"] = ops

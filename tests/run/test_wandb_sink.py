@@ -229,3 +229,21 @@ def test_mode_is_offline_without_account(monkeypatch):
     finally:
         monkeypatch.undo()
         wandb.teardown()
+
+
+@pytest.mark.slow  # compiles a small two-member sweep
+def test_sweep_members_are_one_wandb_group(tmp_path):
+    from jaxrl.run import cli
+
+    sweep_dir = tmp_path / "lr-sweep"
+    cli.main(["sweep", "--preset", "ppo-toy-cpu", "--grid", "ppo.learning_rate=1e-3,3e-3",
+              "--num-chunks", "2", "--total-env-steps", "4096", "--logger", "wandb",
+              "--sweep-dir", str(sweep_dir), "--no-progress"])
+    members = sorted((sweep_dir / "members").iterdir())
+    assert len(members) == 2
+    for member in members:
+        (folder,) = _offline_runs(member)
+        run, rows = _read_run(folder)
+        assert run.run_group == "lr-sweep" and run.display_name == member.name
+        assert [r["_step"] for r in rows] == [2048, 4096]
+        assert all(math.isfinite(r["eval/episode_return"]) for r in rows)
