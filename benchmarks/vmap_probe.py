@@ -3,8 +3,19 @@ builds it (`runner._session`: `jax.jit(jax.vmap(chunk))` over `vmap(init)` state
 
 Why: 4 vmapped seeds of the CPU PPO preset ran at half the total SPS of one seed, although raw
 MJX stepping and a plain MLP SGD loop both vmap at ~1.1x. This script times the whole chunk and,
-with `--part collect|update`, only the collect (rollout) or only the update of one iteration
-(same pieces as `loop.make_train`), and can count ops of the compiled HLO (`--hlo`).
+with `--part collect|update`, only the collect (rollout) or only the update (same pieces as
+`loop.make_train`); `--hlo` counts ops of the compiled HLO, `--dump PREFIX` writes its text and
+`--profile PREFIX` writes a perfetto trace of one call per seed count (per-thunk times).
+
+Programs of all seed counts are compiled first and then timed interleaved, so that load from
+other jobs hits them alike; `cpu_s` (process CPU time) is reported next to the wall time.
+`XLA_FLAGS=--xla_cpu_multi_thread_eigen=false` isolates the work per step from intra-op
+threading. Findings on 2 shared cores (2026-12-02): collect vmaps at 1.0-1.2x; the update does
+~1.3x the single-threaded work per env step with 4 seeds, most of it in the MLP weight-gradient
+dots (`f32[S,in,out]` batched dots contracting the batch rows), which XLA CPU runs outside
+YNNPACK once they have a seed batch dimension (without vmap they are YNNPACK fusions).
+With `--shard` and `XLA_FLAGS=--xla_force_host_platform_device_count=4`, each CPU device runs
+one seed's unbatched program: 4 seeds then reached 1.39x the total SPS of one seed.
 
     JAX_COMPILATION_CACHE_DIR=/tmp/vm_cache .venv/bin/python benchmarks/vmap_probe.py \\
         --preset ppo-dmc-cpu --seeds 1 2 4 --iterations 4 [--part update] [--hlo]
@@ -36,9 +47,10 @@ def parse_args(argv=None):
     p.add_argument("--hlo", action="store_true", help="print op counts of the compiled HLO")
     p.add_argument("--dump", default=None, help="write the compiled HLO text per seed count")
     p.add_argument("--profile", default=None, help="perfetto trace of one call into DIR_<S>")
-    p.add_argument("--ab", action="store_true",
-                   help="also time each seed count with flax's plain nn.Dense in the MLPs "
-                        "(the layout before `jaxrl.learning.dense`), interleaved")
+    p.add_argument("--shard", action="store_true",
+                   help="place the seed axis on a device mesh as the runner does "
+                        "(`parallel.seed_mesh`); with XLA_FLAGS="
+                        "--xla_force_host_platform_device_count=N each CPU device gets S/N seeds")
     return p.parse_args(argv)
 
 
@@ -75,15 +87,15 @@ def part_fn(part: str, agent, env, spec, cfg, chunk):
             def body(r, k):
                 es, traj = collect(r, k)
                 return r.replace(env_state=es), traj.reward.sum()
-            return jax.lax.scan(body, runner, jax.random.split(runner.key, cfg.iterations_per_chunk))
+            keys = jax.random.split(runner.key, cfg.iterations_per_chunk)
+            return jax.lax.scan(body, runner, keys)
         return run
 
     def run_update(runner):
         _, traj = collect(runner, runner.key)  # one fixed batch, updated on repeatedly
 
         def body(st, k):
-            st, m = agent.update(st, traj, k)
-            return st, m
+            return agent.update(st, traj, k)
         st, m = jax.lax.scan(body, runner.agent_state,
                              jax.random.split(runner.key, cfg.iterations_per_chunk))
         return runner.replace(agent_state=st), m
@@ -96,14 +108,13 @@ def op_counts(text: str) -> collections.Counter:
     return collections.Counter(ops)
 
 
-def compile_one(args, num_seeds: int, plain_dense: bool = False):
+def compile_one(args, num_seeds: int):
     """(compiled program, its input, env steps per call, compile seconds, HLO op counts)."""
-    import flax.linen as nn
-
-    from jaxrl.learning import dense, networks
-    networks.Dense = nn.Dense if plain_dense else dense.Dense
     agent, env, spec, cfg, chunk, runner = setup(args.preset, num_seeds, args.iterations)
     fn = part_fn(args.part, agent, env, spec, cfg, chunk)
+    if args.shard:
+        from jaxrl.engine import parallel
+        runner = parallel.shard_members(runner, parallel.seed_mesh(num_seeds))
     t0 = time.time()
     compiled = jax.jit(jax.vmap(fn)).lower(runner).compile()
     compile_s = time.time() - t0
@@ -113,8 +124,7 @@ def compile_one(args, num_seeds: int, plain_dense: bool = False):
     if args.hlo or args.dump:
         text = compiled.as_text()
         if args.dump:
-            tag = "_flax" if plain_dense else ""
-            with open(f"{args.dump}_{args.part}_{num_seeds}{tag}.txt", "w") as f:
+            with open(f"{args.dump}_{args.part}_{num_seeds}.txt", "w") as f:
                 f.write(text)
         ops = dict(op_counts(text).most_common(25)) if args.hlo else None
     return compiled, runner, steps, compile_s, ops
@@ -128,10 +138,7 @@ def main(argv=None):
     args = parse_args(argv)
     print(f"backend {jax.default_backend()} part {args.part} preset {args.preset} "
           f"iterations {args.iterations}", flush=True)
-    variants = [(s, False) for s in args.seeds]
-    if args.ab:
-        variants += [(s, True) for s in args.seeds]
-    progs = {v: compile_one(args, *v) for v in variants}
+    progs = {s: compile_one(args, s) for s in args.seeds}
     best = {v: float("inf") for v in progs}
     cpu = {v: float("inf") for v in progs}
     for _ in range(args.repeats):
@@ -140,20 +147,19 @@ def main(argv=None):
             jax.block_until_ready(compiled(runner))
             best[v] = min(best[v], time.time() - t)
             cpu[v] = min(cpu[v], time.process_time() - c)
-    base = {}
-    for (s, plain), (compiled, runner, steps, compile_s, ops) in progs.items():
-        sps = steps / best[s, plain]
-        base.setdefault(plain, sps)
-        res = {"seeds": s, "dense": "flax" if plain else "jaxrl", "compile_s": round(compile_s, 1),
-               "best_s": round(best[s, plain], 3), "cpu_s": round(cpu[s, plain], 3),
-               "total_sps": round(sps), "cpu_sps": round(steps / cpu[s, plain]),
-               "per_seed_sps": round(sps / s), "vs_1seed": round(sps / base[plain], 3)}
+    base = None
+    for s, (compiled, runner, steps, compile_s, ops) in progs.items():
+        sps = steps / best[s]
+        base = base or sps
+        res = {"seeds": s, "compile_s": round(compile_s, 1), "best_s": round(best[s], 3),
+               "cpu_s": round(cpu[s], 3), "total_sps": round(sps),
+               "cpu_sps": round(steps / cpu[s]), "per_seed_sps": round(sps / s),
+               "vs_1seed": round(sps / base, 3)}
         if ops:
             res["ops"] = ops
         print(res, flush=True)
         if args.profile:
-            tag = f"{args.profile}_{s}" + ("_flax" if plain else "")
-            with jax.profiler.trace(tag, create_perfetto_trace=True):
+            with jax.profiler.trace(f"{args.profile}_{s}", create_perfetto_trace=True):
                 jax.block_until_ready(compiled(runner))
 
 

@@ -12,8 +12,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl.learning.dense import Dense
-
 ACTIVATIONS = {"silu": nn.silu, "swish": nn.silu, "relu": nn.relu, "tanh": nn.tanh,
                "elu": nn.elu, "gelu": nn.gelu, "mish": jax.nn.mish}
 
@@ -38,7 +36,7 @@ class MLP(nn.Module):
         for i, size in enumerate(self.layer_sizes):
             scale = self.kernel_init_scale if i == last else 1.0
             init = nn.initializers.variance_scaling(scale, "fan_in", "uniform")
-            x = Dense(size, kernel_init=init, bias_init=nn.initializers.zeros)(x)
+            x = nn.Dense(size, kernel_init=init, bias_init=nn.initializers.zeros)(x)
             if i != last:
                 x = act(x)
         return x

@@ -76,6 +76,10 @@ def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=
             f"{sweep_dir}` or choose another --sweep-dir.")
     if not members:
         raise ValueError("the sweep has no members.")
+    if jax.process_count() > 1:
+        raise ValueError("jaxrl sweep runs in one process for now: the members' orbax "
+                         "checkpoint writes can deadlock across processes. Run one sweep per "
+                         "host (split the grid), or `jaxrl train --num-devices` across hosts.")
     agent, env, spec = build(agent_name, env_name, _sweep_cfg(cfg, members), agent_config)
     group = agent_name.replace("-", "_")
     resolved = []
@@ -297,6 +301,8 @@ def _chunks(compiled, evaluator, state, cfg, members, records, loggers, savers, 
         if (c + 1) % cfg.checkpoint_every == 0 or last or interrupted:
             for i, saver in enumerate(savers):
                 saver.save(c + 1, _member(state, i), records[i], resolved[i])
+                if jax.process_count() > 1:  # orbax's cross-process barriers of concurrent
+                    saver.wait()  # saves may pair up differently per process: one at a time
         dog.beat(f"chunk {c + 2} of the sweep")
         if interrupted:
             for saver in savers:
