@@ -1,6 +1,6 @@
 """Two processes on loopback (gloo CPU collectives), 2 host devices each, are one run of 4
-devices: a data-parallel PPO run gives what one process with 4 devices gives, and a 4-member
-sweep spread over both processes writes every member's run dir once."""
+devices: a data-parallel PPO run gives what one process with 4 devices gives, and process 0
+writes the logs once."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import jax, numpy as np
 from jaxrl import configs
 from jaxrl.agents import PPOConfig
 from jaxrl.engine import parallel
-from jaxrl.run import runner, sweep, sweep_spec
+from jaxrl.run import runner
 
 p = configs.get("ppo-toy-cpu")
 agent_cfg = PPOConfig(**dict(p.agent_overrides))
@@ -35,14 +35,6 @@ flat = np.concatenate([np.asarray(x, np.float64).ravel() for x in jax.tree.leave
 result = {"process": jax.process_index(), "processes": jax.process_count(),
           "devices": len(jax.devices()), "local_devices": len(jax.local_devices()),
           "params": flat.tolist(), "return": res.records[-1]["eval/episode_return"]}
-if False:  # multi-host sweeps are refused for now (see sweep.prepare); the sweep's members are checked against their standalone runs in test_sweep
-    members = sweep_spec.members(sweep_spec.points({"learning_rate": [1e-3, 3e-3]}, {}, 0, 0),
-                                 [0, 1])
-    swept = sweep.run_sweep("ppo", "PointMass1D", dataclasses.replace(cfg, num_devices=1),
-                            agent_cfg, members, os.path.join(out, "sweep"), progress=False)
-    result["sweep_finals"] = [r[-1]["eval/episode_return"] for r in swept.records]
-    result["sweep_devices"] = len({d for x in jax.tree.leaves(swept.runner)
-                                   for d in x.sharding.device_set})
 print("RESULT " + json.dumps(result))
 """
 
