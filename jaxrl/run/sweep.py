@@ -128,7 +128,7 @@ def run_sweep(agent_name, env_name, cfg, agent_config, members, sweep_dir, progr
     def start(shardings):
         return jax.jit(jax.vmap(init), out_shardings=shardings)(keys, hps)
 
-    return _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progress, hps)
+    return _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progress)
 
 
 def resume_sweep(sweep_dir: str, progress: bool = True) -> SweepResult:
@@ -146,14 +146,12 @@ def resume_sweep(sweep_dir: str, progress: bool = True) -> SweepResult:
     agent_config = checkpoint.config_from_dict(type(agent_cfg_m), spec_json["agent_config"])
     agent, env, spec = build(agent_name, env_name, _sweep_cfg(cfg, members), agent_config)
     step = common_chunk(sweep_dir, members, cfg.num_chunks)
-    hps = {k: jnp.asarray([r["hp"][k] for r in resolved], jnp.float32) for k in resolved[0]["hp"]}
-    state, records = _restore_members(agent, env, spec, cfg, members, sweep_dir, step, hps)
+    state, records = _restore_members(agent, env, spec, cfg, members, sweep_dir, step)
 
     def start(shardings):
         return state if shardings is None else jax.device_put(state, shardings)
 
-    return _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progress, hps,
-                    records)
+    return _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progress, records)
 
 
 def read_sweep(sweep_dir: str) -> dict:
@@ -181,7 +179,7 @@ def common_chunk(sweep_dir: str, members: list[Member], num_chunks: int) -> int:
     return step
 
 
-def _restore_members(agent, env, spec, cfg, members, sweep_dir, step, hps):
+def _restore_members(agent, env, spec, cfg, members, sweep_dir, step):
     """The stacked `[S]` runner of chunk `step` from the members' checkpoints, and each member's
     records up to it (their metrics.jsonl cut back to match)."""
     abstract, init, _, _ = checkpoint.abstract_runner(agent, env, spec, _sweep_cfg(cfg, members),
@@ -206,7 +204,7 @@ def _restore_members(agent, env, spec, cfg, members, sweep_dir, step, hps):
     return state, records
 
 
-def _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progress, hps,
+def _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progress,
              records=None):
     """Compiles the `[S]` program, runs the remaining chunks, writes member results and the
     summary."""
