@@ -17,7 +17,8 @@ Layers (the arrows allowed):
   imports another agent module (`jaxrl/agents/__init__.py` registering them all is fine);
 - `jaxrl.configs` (presets) may import the core, agents and envs;
 - `jaxrl.run` (assembly, runner, checkpoints, CLI) sees the core, agents, envs and configs; it
-  imports `jaxrl.deploy` only from `jaxrl.run.cli` (the CLI sees everything);
+  imports `jaxrl.deploy` only from the CLI modules (`jaxrl.run.cli`, `cli_commands`,
+  `cli_sweep`: the CLI sees everything);
 - `jaxrl.deploy` (export, render) imports the core and, as an allowed exception, `jaxrl.run`:
   it loads a run dir through `jaxrl.run.checkpoint.load_run` (so `deploy -> run`, and never
   `run -> deploy` outside the CLI); it never names an agent, env or config module;
@@ -47,7 +48,7 @@ ALLOWED = {  # layer -> layers it may import (besides the root package `jaxrl`)
     "run": CORE | {"run", "agents", "envs", "configs"},
     "deploy": CORE | {"deploy", "run"},
 }
-SEES_ALL = {"jaxrl.run.cli"}
+SEES_ALL = {"jaxrl.run.cli", "jaxrl.run.cli_commands", "jaxrl.run.cli_sweep"}
 
 
 def _modules() -> dict[str, pathlib.Path]:

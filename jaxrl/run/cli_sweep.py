@@ -19,7 +19,8 @@ from typing import Annotated
 
 import tyro
 
-from jaxrl.run import cli
+from jaxrl.run import cli_args as cli
+from jaxrl.run.cli_commands import COMMANDS
 
 GRID_HELP = ("Grid points: NAME=V1,V2,... per float hyperparameter (e.g. "
              "ppo.learning_rate=1e-4,3e-4); several names make the cartesian product.")
@@ -63,7 +64,7 @@ def resolve(argv: list[str]):
     cls = sweep_args_type()
     defaults = cls(**{f.name: getattr(defaults, f.name) for f in dataclasses.fields(defaults)})
     args = tyro.cli(cls, default=defaults, args=argv, prog="jaxrl sweep",
-                    description=cli.COMMANDS["sweep"])
+                    description=COMMANDS["sweep"])
     contract.lookup(args.agent)
     registry.check_env_name(args.env)
     args.train.validate()

@@ -89,7 +89,7 @@ class Logger:
             for k, v in scalar_metrics(record).items():
                 self._tb.add_scalar(k, v, step)
         if self._wandb:
-            self._wandb.log(record, step=step)
+            self._wandb.log(scalar_metrics(record), step=step)
         if self._progress:
             ret = record.get("eval/episode_return", record.get("episode/return"))
             sps = record.get("perf/sps")

@@ -21,8 +21,6 @@ import os
 import secrets
 import string
 
-from jaxrl.run.logging import scalar_metrics
-
 _MISSING = "`--logger wandb` needs the wandb package: pip install 'jaxrl[wandb]'"
 ID_FILE = "wandb_id.txt"
 _ID_CHARS = string.ascii_lowercase + string.digits
@@ -124,14 +122,14 @@ class WandbSink:
         )
         self._open = True
 
-    def log(self, record: dict, step: int) -> None:
-        """Logs the finite int/float `group/name` values of `record` (as TensorBoard gets them).
+    def log(self, metrics: dict, step: int) -> None:
+        """Logs `metrics` at `step`.
 
         Args:
-            record: one `Logger` record; NaN, strings and keys without "/" are left out.
+            metrics: `group/name` -> finite number (`Logger` passes a record through
+                `jaxrl.run.logging.scalar_metrics`, as TensorBoard gets it).
             step: the W&B step, the record's env steps (must not decrease within a run).
         """
-        metrics = scalar_metrics(record)
         if metrics:
             self.run.log(metrics, step=int(step))
 
