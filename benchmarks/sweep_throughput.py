@@ -4,13 +4,15 @@ vs Brax's trainers at equal settings.
     .venv/bin/python benchmarks/sweep_throughput.py                    # full run
     .venv/bin/python benchmarks/sweep_throughput.py --quick            # tiny sizes, smoke test
     .venv/bin/python benchmarks/sweep_throughput.py --members 1 4 --agents ppo --skip-brax
+    .venv/bin/python benchmarks/sweep_throughput.py --members 1 4 --skip-brax --agents ppo sac \
+        fastdsac warpsac pql flow_sac fpo policyflow crl cppo          # every agent
 
 What is measured (every measurement in a fresh process of its own, with a fresh, empty
 `JAX_COMPILATION_CACHE_DIR`, so compile caches and memory do not carry over and every compile
 is cold):
 
 - members: `jaxrl.run.runner.train(agent, env, cfg, agent_config)` with the agent's CPU preset
-  (`ppo`: `ppo-dmc-cpu`, `sac`: `sac-dmc-cpu`, both on CartpoleBalance), `num_seeds = M`
+  (`PRESETS`; `ppo`: `ppo-dmc-cpu`, `sac`: `sac-dmc-cpu`, both on CartpoleBalance), `num_seeds = M`
   vmapped members (one program, as `jaxrl sweep` runs grid points x seeds), `num_eval_envs=0`,
   `--steps-per-member` env steps per member (default: PPO 1,310,720 in 10 chunks, SAC 64,000
   in 8 chunks; rounded up to whole chunks). Total SPS = median of the runner's `perf/sps` (env
@@ -19,6 +21,9 @@ is cold):
   total" compares with the M = 1 row. "compile s" is `RunResult.compile_seconds` (init and the
   ahead-of-time compile of the chunk program, cold); the JSON also has the wall time covered
   by jax's tracing/lowering/compile log events during the run (`_common.CompileClock`).
+  Devices (`--devices`): `member` (default) first gives the CPU backend one device per member,
+  as `jaxrl train` / `jaxrl sweep` do (`jaxrl.run.process.provide_cpu_devices`), so the runner
+  places the members on a `seed` mesh; `one` keeps every member on one device (vmapped only).
 - Brax (unless `--skip-brax`): `brax.training.agents.ppo.train` / `sac.train` in the Brax venv
   (`.venv-brax`, created with `--setup-brax-venv`, as `ppo_throughput.py` does), with the
   keyword arguments of `ppo_throughput.brax_train_kwargs` / `offpolicy_throughput
@@ -54,13 +59,27 @@ import _common as common
 
 NAME = "sweep_throughput"
 HERE = os.path.dirname(os.path.abspath(__file__))
-PRESETS = {"ppo": "ppo-dmc-cpu", "sac": "sac-dmc-cpu"}
-STEPS = {"ppo": 1_310_720, "sac": 64_000}
+PRESETS = {"ppo": "ppo-dmc-cpu", "sac": "sac-dmc-cpu", "fastdsac": "fastdsac-dmc-cpu",
+           "warpsac": "warpsac-l", "pql": "pql-cartpole-cpu", "flow_sac": "flow-sac-dmc-cpu",
+           "fpo": "fpo-dmc-cpu", "policyflow": "policyflow-dmc-cpu",
+           "crl": "crl-pointmaze-cpu", "cppo": "cppo-pointmaze-cpu"}
+"""Every agent's CPU preset (WarpSAC: its `-L` variant)."""
+STEPS = {"ppo": 1_310_720, "sac": 64_000, "fastdsac": 32_768, "warpsac": 32_768,
+         "pql": 32_768, "flow_sac": 32_768, "fpo": 819_200, "policyflow": 819_200,
+         "crl": 64_000, "cppo": 160_000}
 """Default env steps per member (PPO: the earlier `jaxrl train` measurement's budget)."""
-CHUNKS = {"ppo": 10, "sac": 8}
-QUICK_STEPS = {"ppo": 3 * 8192, "sac": 3 * 1024}
-QUICK_AGENT = {"ppo": {}, "sac": {"learning_starts": 512, "buffer_size": 10_000}}
+CHUNKS = {"ppo": 10, "sac": 8, "fastdsac": 8, "warpsac": 8, "pql": 8, "flow_sac": 8,
+          "fpo": 5, "policyflow": 5, "crl": 5, "cppo": 5}
+QUICK_STEPS = {"ppo": 3 * 8192, "sac": 3 * 1024, "fastdsac": 3 * 1024, "warpsac": 3 * 1024,
+               "pql": 3 * 1024, "flow_sac": 3 * 1024, "fpo": 3 * 8192,
+               "policyflow": 3 * 8192, "crl": 3 * 1280, "cppo": 3 * 3200}
+_QUICK_REPLAY = {"learning_starts": 512, "buffer_size": 10_000}
+QUICK_AGENT = {"ppo": {}, "fpo": {}, "policyflow": {}, "cppo": {},
+               "crl": {"learning_starts": 640, "buffer_size": 10_000},
+               **{a: _QUICK_REPLAY for a in ("sac", "fastdsac", "warpsac", "pql", "flow_sac")}}
 """--quick overrides of the agent config (applied to Brax's equal settings too)."""
+BRAX_AGENTS = ("ppo", "sac")
+"""Agents with a Brax trainer to compare compile times with."""
 BRAX_EPOCHS = 3
 
 
@@ -69,7 +88,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--members", type=int, nargs="+", default=None,
                    help="vmapped member counts (default 1 2 4 8; --quick: 1 2)")
-    p.add_argument("--agents", nargs="+", default=list(PRESETS), choices=list(PRESETS))
+    p.add_argument("--agents", nargs="+", default=["ppo", "sac"], choices=list(PRESETS),
+                   help="agents to measure (default ppo sac; every agent: " +
+                        " ".join(PRESETS) + ")")
+    p.add_argument("--devices", choices=("member", "one"), default="member",
+                   help="CPU devices: one per member as the CLI gives them "
+                        "(`process.provide_cpu_devices`), or all members on one device")
     p.add_argument("--steps-per-member", type=int, default=None,
                    help=f"env steps per member (default {STEPS}; --quick {QUICK_STEPS})")
     p.add_argument("--num-chunks", type=int, default=None,
@@ -99,7 +123,8 @@ def settings(args: argparse.Namespace, agent: str) -> dict:
     return {"agent": agent, "preset": PRESETS[agent], "env": args.env,
             "steps_per_member": args.steps_per_member or (QUICK_STEPS if quick else STEPS)[agent],
             "num_chunks": args.num_chunks or (3 if quick else CHUNKS[agent]),
-            "agent_overrides": QUICK_AGENT[agent] if quick else {}, "quick": quick}
+            "agent_overrides": QUICK_AGENT[agent] if quick else {}, "quick": quick,
+            "devices": args.devices}
 
 
 # ----- ours (one process per measurement) --------------------------------------------------
@@ -129,8 +154,12 @@ def first_steady_chunk(cfg, agent_cfg) -> int:
 
 def run_ours(s: dict, members: int) -> dict:
     """One cold run with `members` vmapped members; steady total SPS and compile seconds."""
-    from jaxrl.run import runner
+    import jax
 
+    from jaxrl.run import process, runner
+
+    if s.get("devices", "member") == "member":
+        process.provide_cpu_devices(members)  # before the backend starts, as the CLI does
     preset, env, cfg, agent_cfg = ours_configs(s, members)
     first = first_steady_chunk(cfg, agent_cfg)
     if first >= cfg.num_chunks:
@@ -148,6 +177,7 @@ def run_ours(s: dict, members: int) -> dict:
             "iterations_per_chunk": cfg.iterations_per_chunk,
             "env_steps_per_member": cfg.real_total_env_steps, "total_sps": total,
             "per_member_sps": total / members, "chunk_sps": chunk_sps,
+            "devices": jax.device_count(), "backend": jax.default_backend(),
             "steady_chunks": list(range(first + 1, cfg.num_chunks + 1)),
             "compile_seconds": result.compile_seconds, "train_seconds": result.train_seconds,
             "jax_compile_wall_seconds": clock.wall_seconds_between(t0, t1),
@@ -267,16 +297,16 @@ def err_line(error: str) -> str:
 
 
 def members_table(res: dict) -> list[str]:
-    out = ["| agent | members | total SPS | per-member SPS | total / 1-member total | "
-           "compile s (ours) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    out = ["| agent | members | devices | total SPS | per-member SPS | total / 1-member total | "
+           "compile s (ours) |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for agent, rows in res.get("ours", {}).items():
         one = (rows.get("1") or {}).get("total_sps")
         for m, r in rows.items():
             if "error" in r:
-                out.append(f"| {agent} | {m} | failed | - | - | - |")
+                out.append(f"| {agent} | {m} | - | failed | - | - | - |")
                 continue
             ratio = f"{r['total_sps'] / one:.2f}" if one else "-"
-            out.append(f"| {agent} | {m} | {common.fmt(r['total_sps'])} | "
+            out.append(f"| {agent} | {m} | {r.get('devices', 1)} | {common.fmt(r['total_sps'])} | "
                        f"{common.fmt(r['per_member_sps'])} | {ratio} | "
                        f"{r['compile_seconds']:.0f} |")
     return out
@@ -353,7 +383,8 @@ def main(argv=None) -> None:
            "versions": common.versions(), "settings": {}, "ours": {}, "brax": {}}
     log = common.start_quiet_log(NAME, args.verbose)
     brax_py = os.path.join(args.brax_venv, "bin", "python")
-    if not args.skip_brax and not os.path.exists(brax_py):
+    brax_wanted = not args.skip_brax and any(a in BRAX_AGENTS for a in args.agents)
+    if brax_wanted and not os.path.exists(brax_py):
         raise SystemExit(f"No Brax venv at {args.brax_venv}: create it with --setup-brax-venv "
                          "or pass --skip-brax.")
     for agent in args.agents:
@@ -366,7 +397,7 @@ def main(argv=None) -> None:
                   f"{r['total_sps']:,.0f} SPS total, compile {r['compile_seconds']:.0f} s"),
                   flush=True)
             common.write_json(args.out, dict(res, total_seconds=time.perf_counter() - t_start))
-        if not args.skip_brax:
+        if not args.skip_brax and agent in BRAX_AGENTS:
             payload = {"settings": brax_settings(s)}
             b = res["brax"][agent] = measure(brax_py, "--brax-worker", payload, args.timeout,
                                              f"brax_{agent}")

@@ -12,9 +12,12 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
-_LOG_2PI = jnp.log(2.0 * jnp.pi)
+# A NumPy float32 (the value of `jnp.log(2 * jnp.pi)`): a jnp constant here would start the JAX
+# backend at import time, before the CLI can choose the CPU device count or join other processes.
+_LOG_2PI = np.float32(math.log(2.0 * math.pi))
 
 
 def tanh_log_det(u: jax.Array) -> jax.Array:

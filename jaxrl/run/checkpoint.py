@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 import math
 import os
 from typing import Any
@@ -116,6 +117,19 @@ def unpack(packed: dict, like):
 # --- the checkpoint manager ---------------------------------------------------------------------
 
 
+def _quiet_local_saves() -> None:
+    """Drops orbax's "Skipping merge of OCDBT checkpoints" warning, which every save made by one
+    process alone in a multi-process run logs (its files need no merge)."""
+    logger = logging.getLogger("absl")
+    if not any(isinstance(f, _NoLocalMergeWarning) for f in logger.filters):
+        logger.addFilter(_NoLocalMergeWarning())
+
+
+class _NoLocalMergeWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Skipping merge of OCDBT" not in record.getMessage()
+
+
 class Checkpointer:
     """Saves and restores run states under `<run_dir>/checkpoints/<chunk>` (orbax).
 
@@ -126,10 +140,13 @@ class Checkpointer:
         read_only: open for reading only (never creates, deletes or cleans anything).
         agent: the run's agent; needed to save or restore without the replay buffer of an
             agent that declares `has_replay`.
+        local: this process alone saves and restores (host-local NumPy states): the other
+            processes of a multi-process run never join its barriers. A sweep member's
+            checkpoints are written so, by the process that holds the member.
     """
 
     def __init__(self, run_dir: str, keep: int = 3, replay: bool = True, read_only: bool = False,
-                 agent=None):
+                 agent=None, local: bool = False):
         import orbax.checkpoint as ocp
 
         self.run_dir = run_dir
@@ -139,10 +156,22 @@ class Checkpointer:
         self.read_only = read_only
         # Not orbax's `read_only` option, which logs warnings on every open: a reader here never
         # calls `save` (guarded below), keeps every step and cleans nothing up.
+        alone = local and jax.process_count() > 1
+        if alone:
+            _quiet_local_saves()
+        if alone and not read_only:  # orbax creates no root folder for a subset of processes
+            os.makedirs(self.directory, exist_ok=True)
+        me = jax.process_index()
         options = ocp.CheckpointManagerOptions(
             max_to_keep=None if read_only else keep,
-            create=not read_only,
+            create=not read_only and not alone,
             cleanup_tmp_directories=not read_only,
+            # orbax's asynchronous saves signal through keys shared by all processes: a save
+            # made by one process alone must be synchronous.
+            enable_async_checkpointing=not alone,
+            multiprocessing_options=ocp.options.MultiprocessingOptions(
+                primary_host=me, active_processes={me}, barrier_sync_key_prefix=f"local{me}")
+            if alone else ocp.options.MultiprocessingOptions(),
         )
         self._ocp = ocp
         self._mgr = ocp.CheckpointManager(

@@ -96,14 +96,16 @@ def train(argv: list[str]) -> None:
     except ValueError as err:
         sys.exit(f"error: {err}")
     from jaxrl.envs import EnvAssetError
-    from jaxrl.run import runner
+    from jaxrl.run import process, runner
 
     try:
         if _flag_value(argv, "--resume") is not None:
             run_dir, args = resolve_resume(argv)
+            process.provide_cpu_devices(args.train.num_seeds)
             result = runner.resume(run_dir, args.progress)
         else:
             args, agent_name, env_name, cfg, agent_cfg = resolve(argv)
+            process.provide_cpu_devices(cfg.num_seeds)
             stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
             run_dir = args.run_dir or os.path.join("runs", f"{agent_name}-{env_name}-{stamp}")
             if os.path.exists(run_dir) and not os.path.isdir(run_dir):

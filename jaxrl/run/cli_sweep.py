@@ -100,14 +100,16 @@ def main(argv: list[str]) -> None:
     except ValueError as err:
         sys.exit(f"error: {err}")
     from jaxrl.envs import EnvAssetError
-    from jaxrl.run import runner, sweep
+    from jaxrl.run import process, runner, sweep
 
     try:
         if cli._flag_value(argv, "--resume") is not None:
             sweep_dir = _check_resume_flags(argv)
+            process.provide_cpu_devices(len(sweep.read_sweep(sweep_dir)["members"]))
             result = sweep.resume_sweep(sweep_dir, "--no-progress" not in argv)
         else:
             args, members, cfg, agent_cfg = resolve(argv)
+            process.provide_cpu_devices(len(members))
             stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
             sweep_dir = args.sweep_dir or os.path.join(
                 "runs", f"sweep-{args.agent}-{args.env}-{stamp}")

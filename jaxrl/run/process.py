@@ -1,6 +1,6 @@
 """Process-wide setup of a CLI command, before anything touches a device: the processes of a
 multi-host run join (`jaxrl.run.distributed`), then JAX's persistent compilation cache is
-switched on.
+switched on. `provide_cpu_devices` gives a CPU run one host device per vmapped member.
 
 The cache keeps every compiled XLA program on disk, keyed by the program and the
 backend/versions, so the second run of a config skips its compiles (minutes on a 2-core CPU for
@@ -47,3 +47,37 @@ def setup(args) -> None:
     """
     distributed.initialize(args.coordinator_address, args.num_processes, args.process_id)
     enable_compile_cache(args.compile_cache)
+
+
+MAX_CPU_DEVICES = 64
+_CPU_DEVICE_FLAG = "xla_force_host_platform_device_count"
+
+
+def provide_cpu_devices(num_members: int) -> int | None:
+    """Gives the CPU backend one device per member (at most `MAX_CPU_DEVICES`) before it starts.
+
+    Why: XLA CPU runs the dots of an MLP's weight gradients through its fast (YNNPACK) kernels
+    only without a batch dimension; vmapped members turn them into batched dots that run
+    several times slower, so 4 members on one CPU device trained at half the total env steps
+    per second of 1 member. With a device per member the runner places the member axis on a
+    `seed` mesh (`jaxrl.engine.parallel.seed_mesh`): each device runs one member's unbatched
+    program on its own thread, and no collective joins them (`benchmarks/sweep_throughput.py`).
+
+    Only the CPU client reads this setting (`jax_num_cpu_devices`); on a GPU machine the members
+    still go to the GPUs. Call it before the first JAX computation; the CLI calls it for
+    `--num-seeds` and sweep members.
+
+    Returns:
+        The CPU device count set, or None when nothing changed: one member, a count already
+        chosen in `XLA_FLAGS` (`--xla_force_host_platform_device_count`) or
+        `jax_num_cpu_devices`, or a backend that already started (too late to change).
+    """
+    from jax._src import xla_bridge
+
+    if num_members <= 1 or _CPU_DEVICE_FLAG in os.environ.get("XLA_FLAGS", ""):
+        return None
+    if xla_bridge.backends_are_initialized() or jax.config.jax_num_cpu_devices >= 0:
+        return None
+    count = min(int(num_members), MAX_CPU_DEVICES)
+    jax.config.update("jax_num_cpu_devices", count)
+    return count

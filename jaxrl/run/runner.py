@@ -281,7 +281,8 @@ def _session(agent: Agent, env, spec, cfg, start, run_dir, progress, resolved, r
             layout = layout_name(agent, cfg)
             logger.message(
                 f"compiled in {compile_s:.1f} s; {cfg.real_total_env_steps:,} env steps "
-                f"per seed x {cfg.num_seeds} seed(s); layout {layout}")
+                f"per seed x {cfg.num_seeds} seed(s); layout {layout}"
+                f"{_members_text(cfg, mesh)}")
             dog.beat(f"chunk {len(records) + 1}")
             with guards.StopOnSignal() as stop:
                 runner, records, train_s = _run_chunks(
@@ -297,6 +298,13 @@ def _session(agent: Agent, env, spec, cfg, start, run_dir, progress, resolved, r
             "compile_seconds": compile_s, "train_seconds": train_s, "env_steps": steps,
             "layout": layout, "final": records[-1] if records else {}})
     return RunResult(runner, records, compile_s, train_s, steps, run_dir)
+
+
+def _members_text(cfg: loop.TrainConfig, mesh) -> str:
+    """`, seeds on D devices` when the member axis is placed on a `seed` mesh, else empty."""
+    if cfg.num_devices > 1 or mesh is None or cfg.num_seeds == 1:
+        return ""
+    return f", seeds on {len(mesh.devices.flat)} {jax.default_backend()} devices"
 
 
 def _logger_options(cfg, run_dir, resolved) -> dict:

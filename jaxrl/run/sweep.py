@@ -76,10 +76,10 @@ def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=
             f"{sweep_dir}` or choose another --sweep-dir.")
     if not members:
         raise ValueError("the sweep has no members.")
-    if jax.process_count() > 1:
-        raise ValueError("jaxrl sweep runs in one process for now: the members' orbax "
-                         "checkpoint writes can deadlock across processes. Run one sweep per "
-                         "host (split the grid), or `jaxrl train --num-devices` across hosts.")
+    if jax.process_count() > 1:  # every process checked for an old sweep.json before any writes
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices("jaxrl sweep: sweep dir checked")
     agent, env, spec = build(agent_name, env_name, _sweep_cfg(cfg, members), agent_config)
     group = agent_name.replace("-", "_")
     resolved = []
@@ -187,7 +187,8 @@ def _restore_members(agent, env, spec, cfg, members, sweep_dir, step):
     one = jax.tree.map(lambda a: jax.ShapeDtypeStruct((1,) + a.shape[1:], a.dtype), abstract)
     parts, records = [], []
     for m in members:
-        reader = checkpoint.Checkpointer(member_dir(sweep_dir, m), read_only=True, agent=agent)
+        reader = checkpoint.Checkpointer(member_dir(sweep_dir, m), read_only=True, agent=agent,
+                                         local=True)
         try:
             meta = reader.restore_meta(step)
             if not meta.get("replay", True) and agent.has_replay:
@@ -211,11 +212,7 @@ def _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progres
     scfg = _sweep_cfg(cfg, members)
     records = records or [[] for _ in members]
     primary = distributed.is_primary()
-    savers = [checkpoint.Checkpointer(member_dir(sweep_dir, m), cfg.keep_checkpoints,
-                                      cfg.checkpoint_replay, agent=agent) for m in members]
-    if records[0] and distributed.is_primary():  # resumed: members ahead of the common chunk
-        for saver in savers:
-            saver.delete_after(len(records[0]))
+    savers = []  # this process's members' (`_owners`), None for the others'; after placement
     loggers = [Logger(member_dir(sweep_dir, m) if primary else None, cfg.real_total_env_steps,
                       False, **runner._logger_options(cfg, member_dir(sweep_dir, m), res))
                for m, res in zip(members, resolved, strict=True)]
@@ -227,6 +224,7 @@ def _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progres
             bar.message(f"compiling {len(members)} members as one program ...")
             mesh, shardings = runner.placement(agent, env, spec, scfg, None)
             state = start(shardings)
+            savers += _savers(state, members, sweep_dir, cfg, agent, len(records[0]))
             compiled = runner.compile_chunk(agent, env, spec, scfg, state, mesh, shardings)
             evaluator = (runner.make_evaluator(agent, env, spec, scfg, mesh=mesh,
                                                member_keys=True) if cfg.num_eval_envs else None)
@@ -237,14 +235,15 @@ def _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progres
             dog.beat(f"chunk {len(records[0]) + 1} of the sweep")
             with guards.StopOnSignal() as stop:
                 state, train_s = _chunks(compiled, evaluator, state, cfg, members, records,
-                                         loggers, savers, resolved, agent, stop, dog, bar)
+                                         loggers, savers, resolved, agent, stop, dog, bar,
+                                         sweep_dir)
     except BaseException:
         _close_all(loggers, savers, bar, failing=True)
         raise
     _close_all(loggers, savers, bar, failing=False)
+    params = parallel.fetch(agent.params_of(state.agent_state))  # every process takes part
     for i, m in enumerate(members):
-        params = agent.params_of(_member(state, i).agent_state)
-        runner._write_final(member_dir(sweep_dir, m), params, primary,
+        runner._write_final(member_dir(sweep_dir, m), _member(params, i), primary,
                             {"compile_seconds": compile_s, "train_seconds": train_s,
                              "env_steps": records[i][-1]["env_steps"] if records[i] else 0,
                              "layout": records[i][-1]["layout"] if records[i] else "",
@@ -259,6 +258,64 @@ def _member(tree, i: int):
     return jax.tree.map(lambda x: x[i : i + 1], tree)
 
 
+def _owners(state) -> list[int]:
+    """The process that writes each member's checkpoints: the one whose device holds the member
+    (members on a `seed` mesh), else process 0 (members on one device, or data-parallel members
+    spread over processes, which `_local_members` gathers first)."""
+    leaves = jax.tree.leaves(state)
+    num = leaves[0].shape[0]
+    owners = [0] * num
+    if not all(_by_member(x) for x in leaves):
+        return owners
+    for device, index in leaves[0].sharding.devices_indices_map(leaves[0].shape).items():
+        for row in range(num)[index[0]]:
+            owners[row] = device.process_index
+    return owners
+
+
+def _by_member(x) -> bool:
+    """Whether `x` is split on its member axis only (each device holds whole members)."""
+    if not isinstance(x, jax.Array) or x.is_fully_addressable:
+        return False
+    shard = x.addressable_shards[0]
+    return all(i == slice(None) or (i.start in (0, None) and i.stop in (n, None))
+               for i, n in zip(shard.index[1:], x.shape[1:], strict=True))
+
+
+def _local_members(state, wanted: set[int]) -> dict[int, object]:
+    """Host NumPy states `[1, ...]` of the `wanted` members, read from this process's shards (no
+    collective); a state not split by member is fetched whole (every process must call it)."""
+    leaves, treedef = jax.tree.flatten(state)
+    if not all(_by_member(x) for x in leaves):
+        full = parallel.fetch(state)
+        return {i: _member(full, i) for i in wanted}
+    rows = []
+    for x in leaves:
+        held = {}
+        for shard in x.addressable_shards:
+            data = np.asarray(shard.data)
+            for k, row in enumerate(range(x.shape[0])[shard.index[0]]):
+                held.setdefault(row, data[k : k + 1])
+        rows.append(held)
+    return {i: jax.tree.unflatten(treedef, [held[i] for held in rows]) for i in wanted}
+
+
+def _savers(state, members, sweep_dir, cfg, agent, resumed_at: int) -> list:
+    """One `Checkpointer` per member this process holds (`_owners`), None for the others; each
+    writes with this process alone, so processes never wait on each other's member saves. On
+    resume, a member's chunks after `resumed_at` (saved before its peers') are deleted."""
+    me, out = jax.process_index(), []
+    for m, owner in zip(members, _owners(state), strict=True):
+        saver = None
+        if owner == me:
+            saver = checkpoint.Checkpointer(member_dir(sweep_dir, m), cfg.keep_checkpoints,
+                                            cfg.checkpoint_replay, agent=agent, local=True)
+            if resumed_at:
+                saver.delete_after(resumed_at)
+        out.append(saver)
+    return out
+
+
 def _eval_keys(state, members, chunk_index: int):
     """Member i's eval key at chunk c: `fold_in(PRNGKey(seed_i + 10_000), c)`, as its
     standalone run (`runner._run_chunks`) uses."""
@@ -267,7 +324,7 @@ def _eval_keys(state, members, chunk_index: int):
 
 
 def _chunks(compiled, evaluator, state, cfg, members, records, loggers, savers, resolved,
-            agent, stop, dog, bar):
+            agent, stop, dog, bar, sweep_dir):
     """Runs chunks `len(records[0]) + 1 .. num_chunks`; returns (state, training seconds)."""
     done = len(records[0])
     train_s = float(records[0][-1]["wall_time"]) if done else 0.0
@@ -297,18 +354,16 @@ def _chunks(compiled, evaluator, state, cfg, members, records, loggers, savers, 
         bar.update(c + 1, [r[-1] for r in records], per_member * len(members) / dt)
         interrupted = stop.signum is not None and not last
         if (c + 1) % cfg.checkpoint_every == 0 or last or interrupted:
-            for i, saver in enumerate(savers):
-                saver.save(c + 1, _member(state, i), records[i], resolved[i])
-                if jax.process_count() > 1:  # orbax's cross-process barriers of concurrent
-                    saver.wait()  # saves may pair up differently per process: one at a time
+            mine = _local_members(state, {i for i, s in enumerate(savers) if s is not None})
+            for i, part in sorted(mine.items()):
+                savers[i].save(c + 1, part, records[i], resolved[i])
         dog.beat(f"chunk {c + 2} of the sweep")
         if interrupted:
-            for saver in savers:
+            for saver in filter(None, savers):
                 saver.wait()
-            name = os.path.dirname(os.path.dirname(savers[0].run_dir))
             raise guards.TrainingInterrupted(
                 f"interrupted after chunk {c + 1} of {cfg.num_chunks}; every member saved it. "
-                f"Resume with: jaxrl sweep --resume {name}", name, c + 1, stop.signum)
+                f"Resume with: jaxrl sweep --resume {sweep_dir}", sweep_dir, c + 1, stop.signum)
     return state, train_s
 
 
@@ -316,5 +371,5 @@ def _close_all(loggers, savers, bar, failing: bool) -> None:
     bar.close()
     for logger in loggers:
         logger.close()
-    for saver in savers:
+    for saver in filter(None, savers):
         runner._close_saver(saver, failing)

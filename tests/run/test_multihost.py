@@ -1,6 +1,7 @@
 """Two processes on loopback (gloo CPU collectives), 2 host devices each, are one run of 4
 devices: a data-parallel PPO run gives what one process with 4 devices gives, and process 0
-writes the logs once."""
+writes the logs once; a sweep of 4 members puts 2 on each process, and every member's run dir is
+written once (logs by process 0, checkpoints by the process that holds the member)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import sys
 import pytest
 
 SCRIPT = r"""
-import dataclasses, json, os, sys
+import dataclasses, faulthandler, json, os, sys
+faulthandler.dump_traceback_later(800, exit=True)  # a hung process shows where it waits
 pid, nproc, port, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 from jaxrl.run import distributed
 distributed.initialize(f"127.0.0.1:{port}" if nproc > 1 else None,
@@ -32,9 +34,20 @@ res = runner.train("ppo", "PointMass1D", cfg, agent_cfg, run_dir=os.path.join(ou
                    progress=False)
 params = parallel.fetch(res.runner.agent_state.params)
 flat = np.concatenate([np.asarray(x, np.float64).ravel() for x in jax.tree.leaves(params)])
+from jaxrl.run import sweep, sweep_spec
+
+grid = sweep_spec.parse_grid(["ppo.learning_rate=3e-4,1e-3"], "ppo", ("learning_rate",), ())
+members = sweep_spec.members(sweep_spec.points(grid, {}, 0, 0), [0, 1])
+swept = sweep.run_sweep("ppo", "PointMass1D", dataclasses.replace(cfg, num_devices=1),
+                        agent_cfg, members, os.path.join(out, "sweep"), progress=False)
+member_params = parallel.fetch(swept.runner.agent_state.params)
+member_flat = np.concatenate([np.asarray(x, np.float64).reshape(4, -1)
+                              for x in jax.tree.leaves(member_params)], axis=1)
 result = {"process": jax.process_index(), "processes": jax.process_count(),
           "devices": len(jax.devices()), "local_devices": len(jax.local_devices()),
-          "params": flat.tolist(), "return": res.records[-1]["eval/episode_return"]}
+          "params": flat.tolist(), "return": res.records[-1]["eval/episode_return"],
+          "members": [m.name for m in members], "member_params": member_flat.tolist(),
+          "owners": sweep._owners(swept.runner)}
 print("RESULT " + json.dumps(result))
 """
 
@@ -49,16 +62,24 @@ def _launch(nproc: int, devices: int, out: str) -> list[dict]:
     env = dict(os.environ, JAX_PLATFORMS="cpu",
                XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
     port = str(_free_port())
+    # Output to files, not pipes: a process blocked on a full pipe that nobody reads stalls the
+    # others at their next collective or at the shutdown barrier.
+    logs = [open(os.path.join(out + f".p{i}.log"), "w+") for i in range(nproc)]
     procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, str(i), str(nproc), port, out],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i in range(nproc)]
-    results = []
+                              env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+             for i, log in enumerate(logs)]
     for proc in procs:
-        stdout, stderr = proc.communicate(timeout=900)
-        assert proc.returncode == 0, stderr[-4000:]
-        line = [x for x in stdout.splitlines() if x.startswith("RESULT ")][-1]
-        results.append(json.loads(line[len("RESULT "):]))
-    return results
+        proc.wait(timeout=900)
+    outputs = []
+    for log in logs:
+        log.seek(0)
+        outputs.append(log.read())
+        log.close()
+    assert all(p.returncode == 0 for p in procs), "\n".join(
+        f"process {i} (exit {p.returncode}): ...{text[-3000:]}"
+        for i, (p, text) in enumerate(zip(procs, outputs, strict=True)))
+    return [json.loads([x for x in text.splitlines() if x.startswith("RESULT ")][-1][7:])
+            for text in outputs]
 
 
 @pytest.mark.slow  # three processes that each compile a small run and a small sweep
@@ -76,3 +97,18 @@ def test_two_processes_equal_one_process_with_four_devices(tmp_path):
     lines = open(tmp_path / "two" / "train" / "metrics.jsonl").read().splitlines()
     assert [json.loads(x)["chunk"] for x in lines] == [1, 2]
     assert sorted(os.listdir(tmp_path / "two" / "train" / "checkpoints")) == ["1", "2"]
+    # The sweep: members 0, 1 on process 0's devices, 2, 3 on process 1's; each member as in
+    # one process (one member per device in both: the same unbatched program).
+    assert two[0]["owners"] == two[1]["owners"] == [0, 0, 1, 1] and one["owners"] == [0] * 4
+    for r in two:
+        diff = max(abs(a - b) for x, y in zip(r["member_params"], one["member_params"],
+                                              strict=True) for a, b in zip(x, y, strict=True))
+        assert diff < 1e-5, diff
+    for name in one["members"]:
+        member = tmp_path / "two" / "sweep" / "members" / name
+        lines = open(member / "metrics.jsonl").read().splitlines()
+        assert [json.loads(x)["chunk"] for x in lines] == [1, 2]
+        assert sorted(os.listdir(member / "checkpoints")) == ["1", "2"]
+        assert (member / "final_params").is_dir() and (member / "summary.json").is_file()
+    summary = json.load(open(tmp_path / "two" / "sweep" / "summary.json"))
+    assert len(summary["members"]) == 4
