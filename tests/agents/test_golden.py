@@ -97,7 +97,9 @@ _ROUNDING_ONLY = ("fastdsac",)
 # Xeon) every case but one still matches to <= 4e-7 relative; WarpSAC's rounding differences
 # grow through two chunks of training to 7e-4 absolute in params and 1.2e-3 relative in its
 # actor loss (seen 2026-12-01). Tolerances (rtol, atol) off the recording machine:
-_CROSS_MACHINE = {"warpsac": (1e-2, 2e-3)}
+_CROSS_MACHINE = {"warpsac": (1e-2, 2e-3), "cppo": (1e-4, 1e-6)}
+"""(rtol, atol) off the recording machine: CPPO's policy loss moved by 4.6e-5 relative (2.3e-6
+absolute, params within 5e-7) on an AVX2-only CPU."""
 
 
 def _compared(key: str) -> bool:
