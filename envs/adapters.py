@@ -56,6 +56,12 @@ class PlaygroundEnv(_Adapter):
             self.action_high = np.ones(self.action_size, np.float32)
         else:
             self.action_low, self.action_high = _ctrl_bounds(env.mj_model, self.action_size)
+        self._nominal_model = getattr(env, "_mjx_model", None)
+
+    def cacheable(self) -> bool:
+        """False while `using_model` swaps in another model: a trace of `reset` / `step` made
+        now closes over that model and must not be reused (`engine.wrappers.Vmap`)."""
+        return getattr(self.env, "_mjx_model", None) is self._nominal_model
 
     def reset(self, key: jax.Array) -> State:
         return _from_playground(self.env.reset(key))

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.engine import layouts, randomization, wrappers
+from jaxrl.engine import layouts, parallel, randomization, wrappers
 from jaxrl.engine import rollout as rollout_lib
 from jaxrl.engine.contract import Agent
 from jaxrl.engine.types import State, Transition
@@ -263,4 +263,4 @@ def train_fused(agent: Agent, base_env, spec, cfg: TrainConfig, keys: jax.Array,
         runner = init(key, hp)
         return jax.lax.scan(lambda r, _: chunk(r), runner, None, cfg.num_chunks)
 
-    return jax.jit(jax.vmap(train_one))(keys, hps)
+    return jax.jit(parallel.member_map(train_one))(keys, hps)

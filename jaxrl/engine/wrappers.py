@@ -26,6 +26,11 @@ class Wrapper:
     def unwrapped(self):
         return getattr(self.env, "unwrapped", self.env)
 
+    def trace_key(self):
+        """What this wrapper adds to the env's behaviour, hashable, for `Vmap` to share traces
+        between equal wrapper stacks over one env; None (the default) shares nothing."""
+        return None
+
 
 class Episode(Wrapper):
     """Time limit, `terminated`/`truncated` flags, action repeat and running episode stats.
@@ -49,6 +54,9 @@ class Episode(Wrapper):
             raise ValueError("episode_length and action_repeat must be positive")
         self.episode_length = int(episode_length)
         self.action_repeat = int(action_repeat)
+
+    def trace_key(self):
+        return ("Episode", self.episode_length, self.action_repeat)
 
     def reset(self, key: jax.Array) -> State:
         state = self.env.reset(key)
@@ -90,11 +98,22 @@ def _zeros_f32(x) -> jax.Array:
 
 
 class Vmap(Wrapper):
-    """Batches a single-env API over `num_envs` envs (leading axis N)."""
+    """Batches a single-env API over `num_envs` envs (leading axis N).
+
+    Inside a trace, `reset` and `step` go through one `jax.jit` each, so the batched simulator
+    is traced once per input shape and that jaxpr is reused by every program that steps the env
+    (training init, the chunk's auto-resets, a restored run's init): an MJX `forward` trace
+    costs about 2 s of Python on a 2-core CPU, and its batching as much again. Vmaps over
+    equal wrapper stacks (`Wrapper.trace_key`) of one env object share the jitted functions,
+    which are kept on that env. The env can opt out for one call with `cacheable() -> False`
+    (`envs.adapters.PlaygroundEnv` while it simulates a swapped model). Eager calls run op by
+    op, uncompiled, as before.
+    """
 
     def __init__(self, env, num_envs: int):
         super().__init__(env)
         self.num_envs = int(num_envs)
+        self._traced_reset, self._traced_step = _shared_jits(env)
 
     def reset(self, key: jax.Array) -> State:
         """One key for all envs (split into N), or per-env keys: typed `[N]` (`jax.random.key`)
@@ -102,10 +121,39 @@ class Vmap(Wrapper):
         typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
         per_env = key.ndim == (1 if typed else 2)
         keys = key if per_env else jax.random.split(key, self.num_envs)
+        if self._reuse_trace(keys):
+            return self._traced_reset(keys)
         return jax.vmap(self.env.reset)(keys)
 
     def step(self, state: State, action: jax.Array) -> State:
+        if self._reuse_trace(action):
+            return self._traced_step(state, action)
         return jax.vmap(self.env.step)(state, action)
+
+    def _reuse_trace(self, x) -> bool:
+        cacheable = getattr(self.unwrapped, "cacheable", None)
+        return isinstance(x, jax.core.Tracer) and (cacheable is None or cacheable())
+
+
+_TRACES_ATTR = "_jaxrl_vmap_traces"
+
+
+def _shared_jits(env):
+    """(jit(vmap(env.reset)), jit(vmap(env.step))), shared by equal wrapper stacks over one
+    root env (stored on it, so they live as long as it does)."""
+    parts, root = [], env
+    while isinstance(root, Wrapper):
+        parts.append(root.trace_key())
+        root = root.env
+    fresh = (jax.jit(jax.vmap(lambda key: env.reset(key))),
+             jax.jit(jax.vmap(lambda state, action: env.step(state, action))))
+    if any(p is None for p in parts):
+        return fresh
+    try:
+        cache = root.__dict__.setdefault(_TRACES_ATTR, {})
+    except AttributeError:  # no instance dict: nothing to share on
+        return fresh
+    return cache.setdefault(tuple(parts), fresh)
 
 
 def select_envs(done: jax.Array, on_true, on_false):

@@ -30,7 +30,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl.engine import loop
+from jaxrl.engine import loop, parallel
 from jaxrl.engine.types import EnvSpec
 from jaxrl.run import assemble
 from jaxrl.run.run_config import (  # noqa: F401 (re-exported: the checkpoint API reads configs)
@@ -323,7 +323,7 @@ def abstract_runner(agent, env, spec: EnvSpec, cfg: loop.TrainConfig, hp: dict |
     init, _ = loop.make_train(agent, env, spec, cfg)
     keys = assemble.seed_keys(cfg)
     hps = assemble.stack_hp(hp or agent.default_hp(), cfg.num_seeds)
-    return jax.eval_shape(jax.vmap(init), keys, hps), init, keys, hps
+    return jax.eval_shape(parallel.member_map(init), keys, hps), init, keys, hps
 
 
 def restore_runner(
@@ -352,7 +352,7 @@ def restore_runner(
     ckpt.agent = agent
     state = ckpt.restore_state(chunk, abstract, replay)
     if not replay and agent.has_replay:
-        fresh = jax.jit(jax.vmap(init), out_shardings=shardings)(keys, hps)
+        fresh = jax.jit(parallel.member_map(init), out_shardings=shardings)(keys, hps)
         state = fill_replay(agent, state, agent.replay_of(fresh.agent_state))
     if shardings is not None:  # size-0 leaves come back from `unpack` as host arrays
         state = jax.device_put(state, shardings)

@@ -63,7 +63,8 @@ def make_evaluator(agent: Agent, env, spec, cfg: loop.TrainConfig, randomize: bo
         return rollout.evaluate(eval_env, policy, key, length)
 
     out = parallel.replicated(mesh) if cfg.num_devices > 1 else None
-    return jax.jit(jax.vmap(one, in_axes=(0, 0 if member_keys else None)), out_shardings=out)
+    return jax.jit(parallel.member_map(one, in_axes=(0, 0 if member_keys else None)),
+                   out_shardings=out)
 
 
 def evaluate_run(
@@ -165,7 +166,7 @@ def train(
     init, _ = loop.make_train(agent, env, spec, cfg)
 
     def start(shardings):
-        return jax.jit(jax.vmap(init), out_shardings=shardings)(
+        return jax.jit(parallel.member_map(init), out_shardings=shardings)(
             seed_keys(cfg), stack_hp(hp, cfg.num_seeds))
 
     return _session(agent, env, spec, cfg, start, run_dir, progress, resolved, hp=hp)
@@ -253,9 +254,9 @@ def compile_chunk(agent: Agent, env, spec, cfg: loop.TrainConfig, runner, mesh, 
     replicated under data parallelism (every process reads them)."""
     _, chunk = loop.make_train(agent, env, spec, cfg)
     if shardings is None:
-        return jax.jit(jax.vmap(chunk)).lower(runner).compile()
+        return jax.jit(parallel.member_map(chunk)).lower(runner).compile()
     metrics = parallel.replicated(mesh) if cfg.num_devices > 1 else None
-    fn = jax.jit(jax.vmap(chunk), in_shardings=(shardings,), out_shardings=(shardings, metrics))
+    fn = jax.jit(parallel.member_map(chunk), in_shardings=(shardings,), out_shardings=(shardings, metrics))
     return fn.lower(runner).compile()
 
 
