@@ -1,18 +1,19 @@
 """Devices through `jit` shardings (never `pmap`): where a run's stacked state lives.
 
 A run state has a leading member axis `S` (seeds and hyperparameter-grid members, vmapped).
-Two placements, both plain `NamedSharding`s given to `jit` (XLA's SPMD partitioner writes the
-per-device program and its collectives):
+Two placements, both plain `NamedSharding`s given to `jit`:
 
 - **members** (`seed_mesh`): the member axis on a 1-D `seed` mesh. Members are independent
-  programs, so XLA runs each device's members without any collective.
+  programs: `over_members` runs each device's members under `jax.shard_map` (with one member
+  per device, the single-run program), with no collective.
 - **data-parallel** (`data_mesh`, `TrainConfig.num_devices`): one run's envs on a 1-D `data`
   mesh. Env states and exploration carries are split on their env axis, an agent's env-sharded
   state (its replay buffer, `agent.data_specs`) too; everything else (params, optimizer and
   normalizer state, keys) is replicated. The program is the one-device program: losses are
   means over the global batch, so the partitioned gradients are the global batch's gradients
   (averaged across devices by XLA's all-reduce) and normalizer statistics count every env
-  exactly; results equal one device's up to float reassociation of those sums.
+  exactly; results equal one device's up to float reassociation of those sums. XLA's SPMD
+  partitioner writes the per-device program and its collectives.
 
 Both work across processes: the meshes take `jax.devices()`, every device of every host after
 `jax.distributed.initialize` (`jaxrl.run.distributed`), and `fetch` reads results that are
@@ -50,6 +51,39 @@ def member_map(f, in_axes=0):
         return jax.tree.map(lambda x: x[None], f(*args))
 
     return call
+
+
+def over_members(f, mesh: Mesh | None, in_axes=0):
+    """`member_map(f, in_axes)` run by each device of a `seed` mesh on its own members
+    (`jax.shard_map`); with `mesh` None, `member_map(f, in_axes)` itself.
+
+    With as many devices as members, every device runs one member's unbatched program: the
+    same program as a single run, so a member's `lax.cond`s stay branches (under `vmap` a
+    per-member predicate turns them into `select`s that run both sides) and its gathers and
+    dots keep their unbatched kernels. Members are independent, so nothing crosses devices.
+    Arguments with axis 0 are split on `seed`, those with None are copied to every device;
+    outputs are split on `seed`.
+    """
+    mapped = member_map(f, in_axes)
+    if mesh is None:
+        return mapped
+
+    def call(*args):
+        axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+        specs = tuple(PartitionSpec(SEED_AXIS) if ax == 0 else PartitionSpec() for ax in axes)
+        return jax.shard_map(mapped, mesh=mesh, in_specs=specs, out_specs=PartitionSpec(SEED_AXIS),
+                             check_vma=False)(*args)
+
+    return call
+
+
+def seed_mesh_of(shardings) -> Mesh | None:
+    """The `seed` mesh that `shardings` (from `member_shardings`) place members on, else None
+    (no shardings, or a data-parallel placement)."""
+    leaves = jax.tree.leaves(shardings, is_leaf=lambda s: isinstance(s, NamedSharding))
+    if not leaves or not isinstance(leaves[0], NamedSharding):
+        return None
+    return leaves[0].mesh if SEED_AXIS in leaves[0].mesh.axis_names else None
 
 
 def seed_mesh(num_members: int) -> Mesh | None:

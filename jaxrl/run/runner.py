@@ -166,7 +166,8 @@ def train(
     init, _ = loop.make_train(agent, env, spec, cfg)
 
     def start(shardings):
-        return jax.jit(parallel.member_map(init), out_shardings=shardings)(
+        return jax.jit(parallel.over_members(init, parallel.seed_mesh_of(shardings)),
+                       out_shardings=shardings)(
             seed_keys(cfg), stack_hp(hp, cfg.num_seeds))
 
     return _session(agent, env, spec, cfg, start, run_dir, progress, resolved, hp=hp)
@@ -250,13 +251,18 @@ def placement(agent: Agent, env, spec, cfg: loop.TrainConfig, hp: dict | None = 
 
 
 def compile_chunk(agent: Agent, env, spec, cfg: loop.TrainConfig, runner, mesh, shardings):
-    """The compiled `vmap(chunk)` for `runner` placed by `placement`; metrics come back
-    replicated under data parallelism (every process reads them)."""
+    """The compiled chunk over the members of `runner` placed by `placement`
+    (`parallel.member_map` / `over_members`); metrics come back replicated under data
+    parallelism (every process reads them)."""
     _, chunk = loop.make_train(agent, env, spec, cfg)
     if shardings is None:
         return jax.jit(parallel.member_map(chunk)).lower(runner).compile()
-    metrics = parallel.replicated(mesh) if cfg.num_devices > 1 else None
-    fn = jax.jit(parallel.member_map(chunk), in_shardings=(shardings,), out_shardings=(shardings, metrics))
+    if cfg.num_devices > 1:  # data-parallel: XLA partitions the one-run program
+        fn = jax.jit(parallel.member_map(chunk), in_shardings=(shardings,),
+                     out_shardings=(shardings, parallel.replicated(mesh)))
+    else:  # members on a seed mesh: each device runs its members' program
+        fn = jax.jit(parallel.over_members(chunk, mesh), in_shardings=(shardings,),
+                     out_shardings=(shardings, None))
     return fn.lower(runner).compile()
 
 

@@ -1,5 +1,11 @@
 """Tracing once: `Vmap` shares its jitted reset/step between programs and equal wrapper stacks,
-and `parallel.member_map` runs one member unbatched with vmap's outputs."""
+`parallel.member_map` runs one member unbatched with vmap's outputs, and
+`parallel.over_members` gives each device of a seed mesh its member's unbatched program."""
+
+import json
+import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -114,3 +120,37 @@ def test_member_map_traces_one_member_unbatched():
     parallel.member_map(f)(jnp.ones((2, 3)))
     assert seen == [(3,), (3,)]  # both see one member's shape; only the second is vmapped
     assert parallel.member_map(f)(jnp.ones((1, 3))).shape == (1, 3)
+
+
+OVER_MEMBERS = r"""
+import json
+import jax, jax.numpy as jnp, numpy as np
+from jaxrl.engine import parallel
+
+seen = []
+def f(x):
+    seen.append(x.shape)
+    return jax.lax.cond(x.sum() > 0, lambda v: v * 2.0, lambda v: -v, x)
+
+mesh = parallel.seed_mesh(2)
+x = jnp.asarray([[1.0, 2.0, 3.0], [-1.0, -2.0, 0.5]])
+fn = jax.jit(parallel.over_members(f, mesh))
+out = fn(x)
+hlo = fn.lower(x).compile().as_text()
+print(json.dumps({"devices": len(mesh.devices.flat), "seen": seen, "out": np.asarray(out).tolist(),
+                  "shards": len(out.sharding.device_set), "conditional": "conditional" in hlo,
+                  "vmapped_conditional": "conditional" in jax.jit(jax.vmap(f)).lower(x).compile().as_text()}))
+"""
+
+
+def test_over_members_runs_each_devices_member_unbatched():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+               JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, "-c", OVER_MEMBERS], env=env, capture_output=True,
+                         text=True, timeout=300, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["devices"] == 2 and got["shards"] == 2
+    assert got["seen"][0] == [3]  # one member per device, its axis dropped
+    assert got["out"] == [[2.0, 4.0, 6.0], [1.0, 2.0, -0.5]]
+    # The member's cond stays a branch; vmap over members turns it into a select.
+    assert got["conditional"] and not got["vmapped_conditional"]
