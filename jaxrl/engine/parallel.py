@@ -43,11 +43,12 @@ def member_map(f, in_axes=0):
 
     def call(*args):
         axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
-        sizes = {leaf.shape[0] for a, ax in zip(args, axes) if ax is not None
+        sizes = {leaf.shape[0] for a, ax in zip(args, axes, strict=True) if ax is not None
                  for leaf in jax.tree.leaves(a)}
         if sizes != {1}:
             return vmapped(*args)
-        args = [a if ax is None else jax.tree.map(lambda x: x[0], a) for a, ax in zip(args, axes)]
+        args = [a if ax is None else jax.tree.map(lambda x: x[0], a)
+                for a, ax in zip(args, axes, strict=True)]
         return jax.tree.map(lambda x: x[None], f(*args))
 
     return call

@@ -137,9 +137,11 @@ x = jnp.asarray([[1.0, 2.0, 3.0], [-1.0, -2.0, 0.5]])
 fn = jax.jit(parallel.over_members(f, mesh))
 out = fn(x)
 hlo = fn.lower(x).compile().as_text()
-print(json.dumps({"devices": len(mesh.devices.flat), "seen": seen, "out": np.asarray(out).tolist(),
-                  "shards": len(out.sharding.device_set), "conditional": "conditional" in hlo,
-                  "vmapped_conditional": "conditional" in jax.jit(jax.vmap(f)).lower(x).compile().as_text()}))
+vmapped_hlo = jax.jit(jax.vmap(f)).lower(x).compile().as_text()
+print(json.dumps({"devices": len(mesh.devices.flat), "seen": seen,
+                  "out": np.asarray(out).tolist(), "shards": len(out.sharding.device_set),
+                  "conditional": "conditional" in hlo,
+                  "vmapped_conditional": "conditional" in vmapped_hlo}))
 """
 
 
