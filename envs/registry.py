@@ -17,6 +17,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import hashlib
+import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -230,10 +233,60 @@ def _own_factory(envs: Callable[[], Mapping[str, Callable[..., Any]]]):
 
 @functools.cache
 def playground_envs() -> tuple[str, ...]:
-    """Names of every MuJoCo Playground env (imports `mujoco_playground`, about 5 s)."""
+    """Names of every MuJoCo Playground env.
+
+    Reading them imports `mujoco_playground` (3-5 s on 2 CPU cores), which a run on a toy,
+    goal or Brax env does not otherwise need, so the list is kept in
+    `$XDG_CACHE_HOME/jaxrl/playground_envs-<key>.json` (default `~/.cache`), keyed by the
+    installed version and the modification times of Playground's registry files; an unreadable
+    or stale file is rebuilt.
+    """
+    path = _playground_names_path()
+    if path:
+        try:
+            with open(path) as f:
+                return tuple(json.load(f))
+        except (OSError, ValueError):
+            pass
+    names = _import_playground_names()
+    if path:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path + f".tmp{os.getpid()}", "w") as f:
+                json.dump(list(names), f)
+            os.replace(path + f".tmp{os.getpid()}", path)
+        except OSError:
+            pass
+    return names
+
+
+def _import_playground_names() -> tuple[str, ...]:
     from mujoco_playground import registry
 
     return tuple(registry.ALL_ENVS)
+
+
+_PLAYGROUND_REGISTRY_FILES = ("registry.py", "dm_control_suite/__init__.py",
+                              "locomotion/__init__.py", "manipulation/__init__.py")
+
+
+def _playground_names_path() -> str | None:
+    """Cache file of Playground's env names for the installed package (None: not installed)."""
+    from importlib import metadata, util
+
+    try:
+        spec = util.find_spec("mujoco_playground")
+        version = metadata.version("playground")
+    except (ImportError, ValueError, metadata.PackageNotFoundError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    src = os.path.join(os.path.dirname(spec.origin), "_src")
+    stamps = [str(os.stat(os.path.join(src, f)).st_mtime_ns) if os.path.exists(
+        os.path.join(src, f)) else "-" for f in _PLAYGROUND_REGISTRY_FILES]
+    key = hashlib.sha256("|".join([version, spec.origin, *stamps]).encode()).hexdigest()[:16]
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(root, "jaxrl", f"playground_envs-{key}.json")
 
 
 def _make_brax(name, *, impl=None, episode_length=None, **overrides):

@@ -3,6 +3,10 @@ without edits, duplicates are clear errors, unknown names still get close matche
 names what cannot be built here (robot assets missing, unsupported names) without loading."""
 
 import importlib
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -220,3 +224,40 @@ def test_unavailable_with_a_bad_variable(tmp_path, monkeypatch, no_loading):
 def test_unavailable_lists_unsupported_names(scratch, monkeypatch):
     monkeypatch.delenv(assets.MENAGERIE_VAR, raising=False)
     assert registry.unavailable() == {"ScratchGamma": "not supported: no gamma"}
+
+
+def test_playground_names_are_cached_per_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    registry.playground_envs.cache_clear()
+    try:
+        names = registry.playground_envs()
+        path = registry._playground_names_path()
+        assert path.startswith(str(tmp_path))
+        with open(path) as f:
+            assert json.load(f) == list(names)
+        assert "CartpoleBalance" in names and len(names) > 40
+        # Read back without importing mujoco_playground (reading it now fails).
+        def no_import():
+            raise ImportError("mujoco_playground must not be imported")
+
+        registry.playground_envs.cache_clear()
+        monkeypatch.setattr(registry, "_import_playground_names", no_import)
+        assert registry.playground_envs() == names
+        # A corrupt file is rebuilt, which needs the import.
+        with open(path, "w") as f:
+            f.write("{not json")
+        registry.playground_envs.cache_clear()
+        with pytest.raises(ImportError, match="must not be imported"):
+            registry.playground_envs()
+    finally:
+        registry.playground_envs.cache_clear()
+
+
+def test_pure_jax_env_does_not_import_playground_once_names_are_cached(tmp_path):
+    code = ("import sys; from jaxrl.envs import registry, make, make_spec; "
+            "registry.check_env_name('PointMaze'); make_spec(make('PointMaze'), 'PointMaze'); "
+            "print('mujoco_playground' in sys.modules)")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=300, check=True).stdout.split()[-1] for _ in range(2)]
+    assert runs == ["True", "False"]  # the first run lists Playground's envs and caches them
