@@ -282,8 +282,8 @@ def _playground_names_path() -> str | None:
     if spec is None or not spec.origin:
         return None
     src = os.path.join(os.path.dirname(spec.origin), "_src")
-    stamps = [str(os.stat(os.path.join(src, f)).st_mtime_ns) if os.path.exists(
-        os.path.join(src, f)) else "-" for f in _PLAYGROUND_REGISTRY_FILES]
+    files = [os.path.join(src, f) for f in _PLAYGROUND_REGISTRY_FILES]
+    stamps = [str(os.stat(f).st_mtime_ns) if os.path.exists(f) else "-" for f in files]
     key = hashlib.sha256("|".join([version, spec.origin, *stamps]).encode()).hexdigest()[:16]
     root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(root, "jaxrl", f"playground_envs-{key}.json")

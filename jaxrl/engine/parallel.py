@@ -42,7 +42,7 @@ def member_map(f, in_axes=0):
     vmapped = jax.vmap(f, in_axes=in_axes)
 
     def call(*args):
-        axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+        axes = _per_arg(in_axes, len(args))
         sizes = {leaf.shape[0] for a, ax in zip(args, axes, strict=True) if ax is not None
                  for leaf in jax.tree.leaves(a)}
         if sizes != {1}:
@@ -52,6 +52,11 @@ def member_map(f, in_axes=0):
         return jax.tree.map(lambda x: x[None], f(*args))
 
     return call
+
+
+def _per_arg(in_axes, num_args: int) -> tuple:
+    """`jax.vmap`-style `in_axes` (one value, or one per argument) as one per argument."""
+    return tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * num_args
 
 
 def over_members(f, mesh: Mesh | None, in_axes=0):
@@ -70,8 +75,8 @@ def over_members(f, mesh: Mesh | None, in_axes=0):
         return mapped
 
     def call(*args):
-        axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
-        specs = tuple(PartitionSpec(SEED_AXIS) if ax == 0 else PartitionSpec() for ax in axes)
+        specs = tuple(PartitionSpec(SEED_AXIS) if ax == 0 else PartitionSpec()
+                      for ax in _per_arg(in_axes, len(args)))
         return jax.shard_map(mapped, mesh=mesh, in_specs=specs, out_specs=PartitionSpec(SEED_AXIS),
                              check_vma=False)(*args)
 

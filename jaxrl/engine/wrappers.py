@@ -145,8 +145,7 @@ def _shared_jits(env):
     while isinstance(root, Wrapper):
         parts.append(root.trace_key())
         root = root.env
-    fresh = (jax.jit(jax.vmap(lambda key: env.reset(key))),
-             jax.jit(jax.vmap(lambda state, action: env.step(state, action))))
+    fresh = (jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step)))
     if any(p is None for p in parts):
         return fresh
     try:

@@ -166,9 +166,7 @@ def train(
     init, _ = loop.make_train(agent, env, spec, cfg)
 
     def start(shardings):
-        return jax.jit(parallel.over_members(init, parallel.seed_mesh_of(shardings)),
-                       out_shardings=shardings)(
-            seed_keys(cfg), stack_hp(hp, cfg.num_seeds))
+        return initial_state(init, seed_keys(cfg), stack_hp(hp, cfg.num_seeds), shardings)
 
     return _session(agent, env, spec, cfg, start, run_dir, progress, resolved, hp=hp)
 
@@ -248,6 +246,13 @@ def placement(agent: Agent, env, spec, cfg: loop.TrainConfig, hp: dict | None = 
         return None, None
     abstract = checkpoint.abstract_runner(agent, env, spec, cfg, hp)[0]
     return mesh, parallel.member_shardings(abstract, mesh)
+
+
+def initial_state(init, keys, hps, shardings) -> loop.RunState:
+    """The member-stacked `init(keys, hps)` placed by `shardings` (`placement`; None: one
+    device), each device initializing its own members (`parallel.over_members`)."""
+    return jax.jit(parallel.over_members(init, parallel.seed_mesh_of(shardings)),
+                   out_shardings=shardings)(keys, hps)
 
 
 def compile_chunk(agent: Agent, env, spec, cfg: loop.TrainConfig, runner, mesh, shardings):

@@ -126,8 +126,7 @@ def run_sweep(agent_name, env_name, cfg, agent_config, members, sweep_dir, progr
     init, _ = loop.make_train(agent, env, spec, _sweep_cfg(cfg, members))
 
     def start(shardings):
-        return jax.jit(parallel.over_members(init, parallel.seed_mesh_of(shardings)),
-                       out_shardings=shardings)(keys, hps)
+        return runner.initial_state(init, keys, hps, shardings)
 
     return _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progress)
 
