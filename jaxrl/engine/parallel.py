@@ -130,6 +130,73 @@ def data_mesh(num_devices: int) -> Mesh:
     return Mesh(np.asarray(devices[:num_devices]), (DATA_AXIS,))
 
 
+# Linear-algebra primitives (`jax.lax.linalg`) that XLA:CPU runs as jaxlib's LAPACK kernels.
+LAPACK_PRIMITIVES = frozenset({
+    "cholesky", "eig", "eigh", "geqp3", "geqrf", "hessenberg", "householder_product", "lu",
+    "ormqr", "qr", "schur", "svd", "triangular_solve", "tridiagonal", "tridiagonal_solve"})
+
+
+def batched_lapack_calls(jaxpr) -> dict[str, tuple[int, ...]]:
+    """The LAPACK-backed calls with a batch in a traced program, sub-programs included.
+
+    Args:
+        jaxpr: a `ClosedJaxpr` or `Jaxpr` (`jax.jit(f).trace(...).jaxpr`, `jax.make_jaxpr`).
+
+    Returns:
+        `{primitive name: shape of its first operand}` (the last shape seen per name) for each
+        `LAPACK_PRIMITIVES` call whose operand has a batch: more than one matrix in its leading
+        dimensions (e.g. MJX's `cholesky` `[num_envs, nv, nv]` of the mass matrix).
+    """
+    found: dict[str, tuple[int, ...]] = {}
+    stack = [getattr(jaxpr, "jaxpr", jaxpr)]
+    while stack:
+        for eqn in stack.pop().eqns:
+            if eqn.primitive.name in LAPACK_PRIMITIVES:
+                shape = tuple(getattr(eqn.invars[0].aval, "shape", ()))
+                if int(np.prod(shape[:-2])) > 1:
+                    found[eqn.primitive.name] = shape
+            stack.extend(_sub_jaxprs(eqn.params.values()))
+    return found
+
+
+def _sub_jaxprs(values):
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            yield from _sub_jaxprs(v)
+        elif hasattr(v, "eqns"):
+            yield v
+        elif hasattr(getattr(v, "jaxpr", None), "eqns"):
+            yield v.jaxpr
+
+
+def cpu_devices_deadlock(jaxpr) -> str | None:
+    """Why several CPU devices of this process must not run `jaxpr`'s program at once, or None.
+
+    jaxlib's CPU LAPACK kernels (0.10) split a large enough batch of matrices over XLA's
+    intra-op thread pool and block the pool thread that runs the kernel until the pieces are
+    done. When as many such kernels run at the same time as the pool has threads (its size is
+    the process's CPU count), every thread waits for work queued behind it: the process hangs
+    with all threads in futex waits. Devices of one process share that pool, so members on a
+    `seed` mesh or a data-parallel run over CPU devices hang as soon as two devices factorize
+    at once; `jaxrl train --preset ppo-go1-flat-cpu --num-seeds 2` (MJX's batched Cholesky of
+    Go1's mass matrix, 2 CPU devices on 2 cores) hung in its first chunk. One device runs the
+    calls one after another and does not hang. `benchmarks/lapack_deadlock.py` reproduces it
+    without jaxrl.
+
+    Returns:
+        A sentence naming the calls when the backend is CPU and the program has batched
+        LAPACK calls (`batched_lapack_calls`); None otherwise (GPUs use cuSOLVER).
+    """
+    if jax.default_backend() != "cpu":
+        return None
+    calls = batched_lapack_calls(jaxpr)
+    if not calls:
+        return None
+    named = ", ".join(f"{name} {list(shape)}" for name, shape in sorted(calls.items()))
+    return (f"the program has batched LAPACK calls ({named}), and jaxlib's CPU kernels for them "
+            "deadlock when several CPU devices run them at once")
+
+
 def _with_member_axis(spec: PartitionSpec) -> PartitionSpec:
     return PartitionSpec(None, *spec)
 

@@ -318,12 +318,16 @@ def existing_steps(run_dir: str) -> list[int]:
 # --- rebuilding a run ---------------------------------------------------------------------------
 
 
-def abstract_runner(agent, env, spec: EnvSpec, cfg: loop.TrainConfig, hp: dict | None):
-    """(`jax.eval_shape` of the `[S]` initial runner, init fn, `[S, 2]` keys, `[S]` hps)."""
+def abstract_runner(agent, env, spec: EnvSpec, cfg: loop.TrainConfig, hp: dict | None,
+                    with_jaxpr: bool = False):
+    """(the `[S]` initial runner as shape structs, init fn, `[S, 2]` keys, `[S]` hps), traced
+    once (`jax.jit(...).trace`); with `with_jaxpr`, the traced init program is appended."""
     init, _ = loop.make_train(agent, env, spec, cfg)
     keys = assemble.seed_keys(cfg)
     hps = assemble.stack_hp(hp or agent.default_hp(), cfg.num_seeds)
-    return jax.eval_shape(parallel.member_map(init), keys, hps), init, keys, hps
+    traced = jax.jit(parallel.member_map(init)).trace(keys, hps)
+    out = (traced.out_info, init, keys, hps)
+    return out + (traced.jaxpr,) if with_jaxpr else out
 
 
 def restore_runner(

@@ -228,23 +228,36 @@ def _rewrite_metrics(run_dir: str, records: list[dict]) -> None:
     os.replace(path + ".tmp", path)
 
 
-def placement(agent: Agent, env, spec, cfg: loop.TrainConfig, hp: dict | None = None):
+def placement(agent: Agent, env, spec, cfg: loop.TrainConfig, hp: dict | None = None,
+              note=None):
     """(mesh, shardings of the member-stacked run state) of a run (`jaxrl.engine.parallel`):
     data-parallel over `cfg.num_devices` devices; else members over the devices that divide
     their number (agents with a multi-device `layout` keep the members on one device); else
-    (None, None).
+    (None, None). On CPU, a program with batched LAPACK calls (MJX's Cholesky) keeps its
+    members on one device (`parallel.cpu_devices_deadlock`), saying so through `note(text)`.
 
     Raises:
-        ValueError: fewer devices than `cfg.num_devices` (before compiling).
+        ValueError: fewer devices than `cfg.num_devices`, or several CPU devices (data
+            parallel, or members across processes) for a program with batched LAPACK calls
+            (before compiling).
     """
-    if cfg.num_devices > 1:
-        mesh = parallel.data_mesh(cfg.num_devices)
-        abstract = checkpoint.abstract_runner(agent, env, spec, cfg, hp)[0]
-        return mesh, parallel.data_shardings(abstract, agent, cfg.num_envs, mesh)
-    mesh = parallel.seed_mesh(cfg.num_seeds if agent.layout[0] == "single" else 1)
+    data = cfg.num_devices > 1
+    mesh = (parallel.data_mesh(cfg.num_devices) if data
+            else parallel.seed_mesh(cfg.num_seeds if agent.layout[0] == "single" else 1))
     if mesh is None:
         return None, None
-    abstract = checkpoint.abstract_runner(agent, env, spec, cfg, hp)[0]
+    abstract, *_, jaxpr = checkpoint.abstract_runner(agent, env, spec, cfg, hp, with_jaxpr=True)
+    hazard = parallel.cpu_devices_deadlock(jaxpr)
+    if hazard and (data or jax.process_count() > 1):
+        where = f"num_devices={cfg.num_devices}" if data else "members across processes"
+        raise ValueError(f"{where} runs on several CPU devices, but {hazard}: run on one CPU "
+                         "device per process (--num-devices 1) or on GPUs.")
+    if hazard:
+        if note:
+            note(f"seeds stay on one CPU device: {hazard}")
+        return None, None
+    if data:
+        return mesh, parallel.data_shardings(abstract, agent, cfg.num_envs, mesh)
     return mesh, parallel.member_shardings(abstract, mesh)
 
 
@@ -258,7 +271,12 @@ def initial_state(init, keys, hps, shardings) -> loop.RunState:
 def compile_chunk(agent: Agent, env, spec, cfg: loop.TrainConfig, runner, mesh, shardings):
     """The compiled chunk over the members of `runner` placed by `placement`
     (`parallel.member_map` / `over_members`); metrics come back replicated under data
-    parallelism (every process reads them)."""
+    parallelism (every process reads them).
+
+    Raises:
+        ValueError: a multi-device CPU placement of a chunk with batched LAPACK calls that
+            `placement` did not see in the init (`parallel.cpu_devices_deadlock`).
+    """
     _, chunk = loop.make_train(agent, env, spec, cfg)
     if shardings is None:
         return jax.jit(parallel.member_map(chunk)).lower(runner).compile()
@@ -268,7 +286,11 @@ def compile_chunk(agent: Agent, env, spec, cfg: loop.TrainConfig, runner, mesh, 
     else:  # members on a seed mesh: each device runs its members' program
         fn = jax.jit(parallel.over_members(chunk, mesh), in_shardings=(shardings,),
                      out_shardings=(shardings, None))
-    return fn.lower(runner).compile()
+    traced = fn.trace(runner)
+    hazard = parallel.cpu_devices_deadlock(traced.jaxpr)  # reset had none; its step does
+    if hazard:
+        raise ValueError(f"the chunk runs on {mesh.size} CPU devices, but {hazard}.")
+    return traced.lower().compile()
 
 
 def _session(agent: Agent, env, spec, cfg, start, run_dir, progress, resolved, records=(),
@@ -284,7 +306,7 @@ def _session(agent: Agent, env, spec, cfg, start, run_dir, progress, resolved, r
             dog.beat("compiling the training program")
             t0 = time.time()
             logger.message("compiling (1-3 min for MJX envs on CPU) ...")
-            mesh, shardings = placement(agent, env, spec, cfg, hp)
+            mesh, shardings = placement(agent, env, spec, cfg, hp, logger.message)
             runner = start(shardings)
             compiled = compile_chunk(agent, env, spec, cfg, runner, mesh, shardings)
             evaluator = (make_evaluator(agent, env, spec, cfg, mesh=mesh)

@@ -222,7 +222,7 @@ def _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progres
             dog.beat("compiling the sweep program")
             t0 = time.time()
             bar.message(f"compiling {len(members)} members as one program ...")
-            mesh, shardings = runner.placement(agent, env, spec, scfg, None)
+            mesh, shardings = runner.placement(agent, env, spec, scfg, None, bar.message)
             state = start(shardings)
             savers += _savers(state, members, sweep_dir, cfg, agent, len(records[0]))
             compiled = runner.compile_chunk(agent, env, spec, scfg, state, mesh, shardings)

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 from jaxrl.engine import contract as agent_lib
-from jaxrl.engine import loop, rollout, wrappers
+from jaxrl.engine import loop, parallel, rollout, wrappers
 from jaxrl.envs import toy
 from jaxrl.run import assemble, checkpoint, runner
 
@@ -109,9 +109,14 @@ def test_every_agent_traces_from_typed_keys_without_key_reuse(name):
     *_, cfg, hps, init, chunk = _setup(name)
     keys = assemble.seed_keys(cfg, typed=True)
     with jax.debug_key_reuse(True):
-        start = jax.jit(jax.vmap(init)).trace(keys, hps).out_info
+        traced_init = jax.jit(jax.vmap(init)).trace(keys, hps)
+        start = traced_init.out_info
         one_seed = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), start)
-        jax.jit(chunk).trace(one_seed)  # raises jax.errors.KeyReuseError on reuse
+        traced_chunk = jax.jit(chunk).trace(one_seed)  # raises KeyReuseError on reuse
+    # No agent runs a LAPACK kernel of its own (orthogonal init's QR, say), so on a pure-JAX env
+    # its members may run on separate CPU devices (`parallel.cpu_devices_deadlock`).
+    for traced in (traced_init, traced_chunk):
+        assert parallel.batched_lapack_calls(traced.jaxpr) == {}
 
 
 @pytest.mark.parametrize("name", RAW_BY_DEFAULT + ("ppo",))
