@@ -47,8 +47,15 @@ def test_ignores_single_matrices_and_other_ops():
     norms = jax.make_jaxpr(lambda w: w / jnp.linalg.norm(w, axis=0))(jnp.ones((3, 8, 8)))
     assert parallel.batched_lapack_calls(norms) == {}
     assert parallel.cpu_devices_deadlock(norms) is None
-    batched = jax.make_jaxpr(jax.vmap(_cho))(jnp.ones((2, 3, 3)))
-    assert "cholesky [2, 3, 3]" in parallel.cpu_devices_deadlock(batched)  # the CPU backend here
+
+def test_deadlock_reason_needs_enough_work_to_split():
+    """MJX's Cholesky of CartpoleBalance's 2 x 2 mass matrix (256 envs, 4 members) is too small
+    for jaxlib to split; Go1's 18 x 18 at 64 envs is not (`parallel.LAPACK_SPLIT_WORK`)."""
+    small = jax.make_jaxpr(jax.vmap(_cho))(jnp.ones((4 * 256, 2, 2)))
+    assert parallel.batched_lapack_calls(small) == {"cholesky": (1024, 2, 2)}
+    assert parallel.cpu_devices_deadlock(small) is None
+    large = jax.make_jaxpr(jax.vmap(_cho))(jnp.ones((64, 18, 18)))
+    assert "cholesky [64, 18, 18]" in parallel.cpu_devices_deadlock(large)  # CPU backend here
 
 
 SCRIPT = r"""
