@@ -274,22 +274,22 @@ def compile_chunk(agent: Agent, env, spec, cfg: loop.TrainConfig, runner, mesh, 
     parallelism (every process reads them).
 
     Raises:
-        ValueError: a multi-device CPU placement of a chunk with batched LAPACK calls that
-            `placement` did not see in the init (`parallel.cpu_devices_deadlock`).
+        ValueError: a chunk with batched LAPACK calls on several CPU devices (a placement or an
+            agent `layout`; `parallel.cpu_devices_deadlock`), before compiling.
     """
     _, chunk = loop.make_train(agent, env, spec, cfg)
-    if shardings is None:
-        return jax.jit(parallel.member_map(chunk)).lower(runner).compile()
-    if cfg.num_devices > 1:  # data-parallel: XLA partitions the one-run program
-        fn = jax.jit(parallel.member_map(chunk), in_shardings=(shardings,),
-                     out_shardings=(shardings, parallel.replicated(mesh)))
+    if shardings is None:  # one device, or an agent layout that spreads the chunk itself
+        fn, devices = jax.jit(parallel.member_map(chunk)), agent.layout[1]
+    elif cfg.num_devices > 1:  # data-parallel: XLA partitions the one-run program
+        fn, devices = jax.jit(parallel.member_map(chunk), in_shardings=(shardings,),
+                              out_shardings=(shardings, parallel.replicated(mesh))), mesh.size
     else:  # members on a seed mesh: each device runs its members' program
-        fn = jax.jit(parallel.over_members(chunk, mesh), in_shardings=(shardings,),
-                     out_shardings=(shardings, None))
+        fn, devices = jax.jit(parallel.over_members(chunk, mesh), in_shardings=(shardings,),
+                              out_shardings=(shardings, None)), mesh.size
     traced = fn.trace(runner)
-    hazard = parallel.cpu_devices_deadlock(traced.jaxpr)  # reset had none; its step does
+    hazard = parallel.cpu_devices_deadlock(traced.jaxpr) if devices > 1 else None
     if hazard:
-        raise ValueError(f"the chunk runs on {mesh.size} CPU devices, but {hazard}.")
+        raise ValueError(f"the chunk runs on {devices} CPU devices, but {hazard}.")
     return traced.lower().compile()
 
 

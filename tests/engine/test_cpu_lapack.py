@@ -107,6 +107,14 @@ for env_name, c in (("Factorizing", dataclasses.replace(cfg, num_devices=2, num_
         out[env_name + str(c.num_devices)] = "trained"
     except ValueError as e:
         out[env_name + str(c.num_devices)] = str(e)
+from jaxrl.learning.pql_config import PQLConfig
+pql = PQLConfig(layout="data", num_devices=2, buffer_size=8 * 1024, learning_starts=48,
+                batch_size=32, actor_hidden=(16,), critic_hidden=(16,))
+try:  # an agent layout over 2 CPU devices
+    runner.train("pql", "Factorizing", dataclasses.replace(cfg, num_seeds=1), pql, progress=False)
+    out["pql_data_layout"] = "trained"
+except ValueError as e:
+    out["pql_data_layout"] = str(e)
 res = runner.train("ppo", "Factorizing", cfg, ppo, progress=False)
 out["trained_env_steps"] = res.records[-1]["env_steps"]
 print("RESULT" + json.dumps(out))
@@ -131,4 +139,5 @@ def test_runs_with_batched_lapack_calls_keep_off_several_cpu_devices():
     assert data.startswith("num_devices=2 runs on several CPU devices") and "cholesky" in data
     step_only = out["FactorizingStepOnly1"]  # reset is clean, the chunk is not: refused too
     assert step_only.startswith("the chunk runs on 2 CPU devices") and "cholesky" in step_only
+    assert out["pql_data_layout"].startswith("the chunk runs on 2 CPU devices")
     assert out["trained_env_steps"] == 2 * 2 * 1024 * 4  # iterations x seeds x envs x unroll
