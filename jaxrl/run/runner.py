@@ -26,6 +26,7 @@ from jaxrl.engine import loop, parallel, randomization, rollout, wrappers
 from jaxrl.engine.contract import Agent
 from jaxrl.run import checkpoint, distributed, guards, watchdog
 from jaxrl.run.assemble import build, key_like, seed_keys, stack_hp
+from jaxrl.run.devices import compile_chunk, initial_state, placement  # noqa: F401
 from jaxrl.run.guards import NonFiniteError, TrainingInterrupted  # noqa: F401 (public here)
 from jaxrl.run.logging import Logger, read_jsonl
 
@@ -226,71 +227,6 @@ def _rewrite_metrics(run_dir: str, records: list[dict]) -> None:
     with open(path + ".tmp", "w") as f:
         f.writelines(lines)
     os.replace(path + ".tmp", path)
-
-
-def placement(agent: Agent, env, spec, cfg: loop.TrainConfig, hp: dict | None = None,
-              note=None):
-    """(mesh, shardings of the member-stacked run state) of a run (`jaxrl.engine.parallel`):
-    data-parallel over `cfg.num_devices` devices; else members over the devices that divide
-    their number (agents with a multi-device `layout` keep the members on one device); else
-    (None, None). On CPU, a program with batched LAPACK calls (MJX's Cholesky) keeps its
-    members on one device (`parallel.cpu_devices_deadlock`), saying so through `note(text)`.
-
-    Raises:
-        ValueError: fewer devices than `cfg.num_devices`, or several CPU devices (data
-            parallel, or members across processes) for a program with batched LAPACK calls
-            (before compiling).
-    """
-    data = cfg.num_devices > 1
-    mesh = (parallel.data_mesh(cfg.num_devices) if data
-            else parallel.seed_mesh(cfg.num_seeds if agent.layout[0] == "single" else 1))
-    if mesh is None:
-        return None, None
-    abstract, *_, jaxpr = checkpoint.abstract_runner(agent, env, spec, cfg, hp, with_jaxpr=True)
-    hazard = parallel.cpu_devices_deadlock(jaxpr)
-    if hazard and (data or jax.process_count() > 1):
-        where = f"num_devices={cfg.num_devices}" if data else "members across processes"
-        raise ValueError(f"{where} runs on several CPU devices, but {hazard}: run on one CPU "
-                         "device per process (--num-devices 1) or on GPUs.")
-    if hazard:
-        if note:
-            note(f"seeds stay on one CPU device: {hazard}")
-        return None, None
-    if data:
-        return mesh, parallel.data_shardings(abstract, agent, cfg.num_envs, mesh)
-    return mesh, parallel.member_shardings(abstract, mesh)
-
-
-def initial_state(init, keys, hps, shardings) -> loop.RunState:
-    """The member-stacked `init(keys, hps)` placed by `shardings` (`placement`; None: one
-    device), each device initializing its own members (`parallel.over_members`)."""
-    return jax.jit(parallel.over_members(init, parallel.seed_mesh_of(shardings)),
-                   out_shardings=shardings)(keys, hps)
-
-
-def compile_chunk(agent: Agent, env, spec, cfg: loop.TrainConfig, runner, mesh, shardings):
-    """The compiled chunk over the members of `runner` placed by `placement`
-    (`parallel.member_map` / `over_members`); metrics come back replicated under data
-    parallelism (every process reads them).
-
-    Raises:
-        ValueError: a chunk with batched LAPACK calls on several CPU devices (a placement or an
-            agent `layout`; `parallel.cpu_devices_deadlock`), before compiling.
-    """
-    _, chunk = loop.make_train(agent, env, spec, cfg)
-    if shardings is None:  # one device, or an agent layout that spreads the chunk itself
-        fn, devices = jax.jit(parallel.member_map(chunk)), agent.layout[1]
-    elif cfg.num_devices > 1:  # data-parallel: XLA partitions the one-run program
-        fn, devices = jax.jit(parallel.member_map(chunk), in_shardings=(shardings,),
-                              out_shardings=(shardings, parallel.replicated(mesh))), mesh.size
-    else:  # members on a seed mesh: each device runs its members' program
-        fn, devices = jax.jit(parallel.over_members(chunk, mesh), in_shardings=(shardings,),
-                              out_shardings=(shardings, None)), mesh.size
-    traced = fn.trace(runner)
-    hazard = parallel.cpu_devices_deadlock(traced.jaxpr) if devices > 1 else None
-    if hazard:
-        raise ValueError(f"the chunk runs on {devices} CPU devices, but {hazard}.")
-    return traced.lower().compile()
 
 
 def _session(agent: Agent, env, spec, cfg, start, run_dir, progress, resolved, records=(),
