@@ -66,9 +66,9 @@ def stamped_run(cmd: list[str], env: dict, timeout: float) -> tuple[list[tuple[f
 def summarize(lines: list[tuple[float, str]], code: int) -> dict:
     """The table's numbers from one run's stamped lines."""
     first = lambda pat: next(((t, s) for t, s in lines if re.search(pat, s)), (None, ""))  # noqa: E731
-    t_compiling, _ = first(r"^compiling")
-    t_trained, text = first(r"^compiled in")
-    match = re.search(r"compiled in ([0-9.]+) s", text)
+    t_compiling, _ = first(r"^(compiling|loading the stored)")
+    t_trained, text = first(r"^(compiled|loaded the compiled programs) in")
+    match = re.search(r" in ([0-9.]+) s", text)
     return {"exit_code": code, "to_compiling_s": t_compiling,
             "compile_s": float(match.group(1)) if match else None, "to_training_s": t_trained,
             "wall_s": lines[-1][0], "last_lines": [s for _, s in lines[-4:]]}

@@ -23,6 +23,13 @@ def build(agent_name: str, env_name: str, cfg: loop.TrainConfig, agent_config):
     env = envs.make(env_name, impl=cfg.env_impl, episode_length=cfg.episode_length)
     spec = envs.make_spec(env, env_name)
     randomization.maybe_randomize(env, cfg.domain_randomization)  # bad randomizer: ValueError
+    return build_agent(agent_name, cfg, agent_config, spec), env, spec
+
+
+def build_agent(agent_name: str, cfg: loop.TrainConfig, agent_config, spec):
+    """The validated agent for an env of `spec` (`build`'s checks that need no env)."""
+    cfg.validate()
+    agent_cls, _ = agent_lib.lookup(agent_name)
     agent = agent_cls(config=agent_config, spec=spec, train=cfg)
     agent.validate()
     if cfg.num_devices > 1:
@@ -32,7 +39,7 @@ def build(agent_name: str, env_name: str, cfg: loop.TrainConfig, agent_config):
                 f"already lays it out itself (layout {agent.layout[0]!r} on "
                 f"{agent.layout[1]} devices): use one of the two.")
         parallel.data_mesh(cfg.num_devices)  # enough devices visible?
-    return agent, env, spec
+    return agent
 
 
 def seed_keys(cfg: loop.TrainConfig, typed: bool = False) -> jax.Array:

@@ -111,7 +111,8 @@ def train(argv: list[str]) -> None:
             if os.path.exists(run_dir) and not os.path.isdir(run_dir):
                 raise ValueError(f"--run-dir {run_dir!r} is a file, not a folder.")
             result = runner.train(agent_name, env_name, cfg, agent_cfg, run_dir, args.progress,
-                                  resolved={"preset": args.preset})
+                                  resolved={"preset": args.preset},
+                                  programs=process.program_store())
     except (ValueError, EnvAssetError) as err:
         sys.exit(f"error: {err}")
     except runner.TrainingInterrupted as err:
@@ -194,15 +195,11 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _quiet() -> None:
-    """Silences library chatter (Warp module loads, absl) unless JAXRL_VERBOSE is set."""
+    """Silences library chatter (absl, Brax's pipeline warning) unless JAXRL_VERBOSE is set.
+    Warp is not imported for this: the installed Warp has no quiet switch, and importing it
+    (1 s) would delay runs that never use it (a warm start, `jaxrl.run.warm_start`)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     warnings.filterwarnings("ignore", message="Brax System, piplines")
-    try:
-        import warp as wp
-
-        wp.config.quiet = True
-    except Exception:  # noqa: BLE001  (warp ships with mujoco-mjx; tolerate its absence)
-        pass
 
 
 if __name__ == "__main__":

@@ -30,7 +30,9 @@ class CommonArgs:
     """Show the progress bar."""
     compile_cache: bool = True
     """JAX's persistent compilation cache (`~/.cache/jaxrl/jax-compilation`, or
-    `JAXRL_COMPILE_CACHE`): a second run of the same config skips its compiles."""
+    `JAXRL_COMPILE_CACHE`): a second run of the same config skips its compiles; `jaxrl train`
+    also stores its compiled programs there (`jaxrl-programs`) and a second run of the same
+    config (any --seed) loads them without building the env or tracing."""
     coordinator_address: str | None = None
     """Multi-host runs: HOST:PORT of process 0 (with --num-processes and --process-id). Not
     needed under SLURM (`srun`) or MPI, whose environment JAX reads itself."""

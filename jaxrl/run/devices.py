@@ -49,8 +49,13 @@ def placement(agent: Agent, env, spec, cfg: loop.TrainConfig, hp: dict | None = 
 def initial_state(init, keys, hps, shardings) -> loop.RunState:
     """The member-stacked `init(keys, hps)` placed by `shardings` (`placement`; None: one
     device), each device initializing its own members (`parallel.over_members`)."""
+    return compile_init(init, keys, hps, shardings)(keys, hps)
+
+
+def compile_init(init, keys, hps, shardings):
+    """`initial_state`'s program, compiled for `(keys, hps)` (`jax.stages.Compiled`)."""
     return jax.jit(parallel.over_members(init, parallel.seed_mesh_of(shardings)),
-                   out_shardings=shardings)(keys, hps)
+                   out_shardings=shardings).lower(keys, hps).compile()
 
 
 def compile_chunk(agent: Agent, env, spec, cfg: loop.TrainConfig, runner, mesh, shardings):

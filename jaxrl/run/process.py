@@ -4,7 +4,9 @@ switched on. `provide_cpu_devices` gives a CPU run one host device per vmapped m
 
 The cache keeps every compiled XLA program on disk, keyed by the program and the
 backend/versions, so the second run of a config skips its compiles (minutes on a 2-core CPU for
-MJX envs). Folder: `JAXRL_COMPILE_CACHE`, else `JAX_COMPILATION_CACHE_DIR`, else
+MJX envs); `jaxrl train` also keeps each run's compiled programs whole in its
+`jaxrl-programs` subfolder (`jaxrl.run.warm_start`): that run then starts without building
+the env or tracing. Folder: `JAXRL_COMPILE_CACHE`, else `JAX_COMPILATION_CACHE_DIR`, else
 `~/.cache/jaxrl/jax-compilation`. `--no-compile-cache` turns it off for one command.
 """
 
@@ -23,13 +25,27 @@ def cache_dir() -> str:
             or os.path.join(os.path.expanduser("~"), ".cache", "jaxrl", "jax-compilation"))
 
 
+_cache_folder: str | None = None
+
+
+def program_store() -> str | None:
+    """The warm-start store of this process (`jaxrl.run.warm_start`): `jaxrl-programs` in the
+    compilation cache folder while `enable_compile_cache` has the cache on, else None."""
+    from jaxrl.run import warm_start
+
+    return os.path.join(_cache_folder, warm_start.FOLDER) if _cache_folder else None
+
+
 def enable_compile_cache(on: bool = True) -> str | None:
     """Turns JAX's persistent compilation cache on (every program, however fast it compiled)
-    or off; returns the folder, or None when off."""
+    or off; returns the folder, or None when off. The warm-start store (`program_store`)
+    follows it."""
+    global _cache_folder
+    _cache_folder = None
     if not on:
         jax.config.update("jax_enable_compilation_cache", False)
         return None
-    folder = cache_dir()
+    folder = _cache_folder = cache_dir()
     os.makedirs(folder, exist_ok=True)
     jax.config.update("jax_enable_compilation_cache", True)
     jax.config.update("jax_compilation_cache_dir", folder)

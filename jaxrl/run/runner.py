@@ -24,9 +24,9 @@ import numpy as np
 
 from jaxrl.engine import loop, parallel, randomization, rollout, wrappers
 from jaxrl.engine.contract import Agent
-from jaxrl.run import checkpoint, distributed, guards, watchdog
-from jaxrl.run.assemble import build, key_like, seed_keys, stack_hp
-from jaxrl.run.devices import compile_chunk, initial_state, placement  # noqa: F401
+from jaxrl.run import checkpoint, distributed, guards, warm_start, watchdog
+from jaxrl.run.assemble import build, build_agent, key_like, seed_keys, stack_hp
+from jaxrl.run.devices import compile_chunk, compile_init, initial_state, placement  # noqa: F401
 from jaxrl.run.guards import NonFiniteError, TrainingInterrupted  # noqa: F401 (public here)
 from jaxrl.run.logging import Logger, read_jsonl
 
@@ -135,6 +135,7 @@ def train(
     progress: bool = True,
     hp: dict | None = None,
     resolved: dict | None = None,
+    programs: str | None = None,
 ) -> RunResult:
     """Trains `num_seeds` seeds of one agent on one env; see the module docstring.
 
@@ -143,6 +144,11 @@ def train(
             nothing. It must not hold checkpoints already (use `resume`).
         hp: float hyperparameters (default `agent.default_hp()`), the same for every seed.
         resolved: extra keys for config.json (the CLI adds `preset`).
+        programs: a warm-start store folder (`jaxrl.run.warm_start`; the CLI passes
+            `<compile cache>/jaxrl-programs`): a run whose compiled programs are there loads
+            them and never builds the env (the returned runner's env state then holds
+            `warm_start.Opaque` nodes in place of the simulator's types); otherwise it compiles
+            and stores them. None: always compile, store nothing.
 
     Raises:
         ValueError: bad config, or `run_dir` already holds checkpoints (before compiling).
@@ -155,7 +161,12 @@ def train(
             f"{', '.join(map(str, checkpoint.existing_steps(run_dir)))}): continue it with "
             f"`jaxrl train --resume {run_dir}` or choose another --run-dir."
         )
-    agent, env, spec = build(agent_name, env_name, cfg, agent_config)
+    warm = warm_start.lookup(programs, agent_name, env_name, cfg, agent_config, hp)
+    if warm.meta is not None:  # the env is not built: its programs come from the store
+        spec = warm.meta["spec"]
+        agent, env = build_agent(agent_name, cfg, agent_config, spec), None
+    else:
+        agent, env, spec = build(agent_name, env_name, cfg, agent_config)
     hp = dict(hp or agent.default_hp())
     resolved = checkpoint.resolved_config(
         agent_name, env_name, cfg, agent_config, spec, hp, resolved
@@ -164,12 +175,29 @@ def train(
         os.makedirs(run_dir, exist_ok=True)
         with open(os.path.join(run_dir, checkpoint.CONFIG_FILE), "w") as f:
             json.dump(resolved, f, indent=2, default=str)
-    init, _ = loop.make_train(agent, env, spec, cfg)
+    keys, hps = seed_keys(cfg), stack_hp(hp, cfg.num_seeds)
 
-    def start(shardings):
-        return initial_state(init, seed_keys(cfg), stack_hp(hp, cfg.num_seeds), shardings)
+    def cold(note, env=env):
+        if env is None:  # the stored programs failed to load
+            env = build(agent_name, env_name, cfg, agent_config)[1]
+        init, _ = loop.make_train(agent, env, spec, cfg)
+        mesh, shardings = placement(agent, env, spec, cfg, hp, note)
+        with warm.compiling():
+            init_compiled = compile_init(init, keys, hps, shardings)
+            runner = init_compiled(keys, hps)
+            compiled = compile_chunk(agent, env, spec, cfg, runner, mesh, shardings)
+            evaluator = (make_evaluator(agent, env, spec, cfg, mesh=mesh) if cfg.num_eval_envs
+                         else None)
+            text = _members_text(cfg, mesh)
+            if warm.key is not None:
+                evaluator = warm.store_programs(init_compiled, compiled, evaluator, runner, cfg,
+                                                spec, text, note)
+        return runner, compiled, evaluator, text, "compiled"
 
-    return _session(agent, env, spec, cfg, start, run_dir, progress, resolved, hp=hp)
+    if warm.meta is None:
+        return _session(agent, cfg, cold, run_dir, progress, resolved)
+    return _session(agent, cfg, warm.prepare(keys, hps, cold), run_dir, progress, resolved,
+                    wait_text="loading the stored compiled programs (warm start) ...")
 
 
 def resume(run_dir: str, progress: bool = True) -> RunResult:
@@ -199,7 +227,8 @@ def resume(run_dir: str, progress: bool = True) -> RunResult:
                 f"the run in {run_dir!r} already finished (chunk {step} of {cfg.num_chunks})."
             )
         agent, env, spec = build(agent_name, env_name, cfg, agent_config)
-        shardings = placement(agent, env, spec, cfg, hp)[1]
+        notes = []  # said once the logger is up
+        mesh, shardings = placement(agent, env, spec, cfg, hp, notes.append)
         state = checkpoint.restore_runner(reader, step, meta, agent, env, spec, cfg, hp,
                                           shardings)
     finally:
@@ -213,8 +242,15 @@ def resume(run_dir: str, progress: bool = True) -> RunResult:
             f"{step} chunks: it is inconsistent; move it aside to resume from an earlier one.")
     if distributed.is_primary():
         _rewrite_metrics(run_dir, records)
-    return _session(agent, env, spec, cfg, lambda shardings: state, run_dir, progress, resolved,
-                    records, hp=hp)
+
+    def prepare(note):
+        for text in notes:
+            note(text)
+        compiled = compile_chunk(agent, env, spec, cfg, state, mesh, shardings)
+        evaluator = make_evaluator(agent, env, spec, cfg, mesh=mesh) if cfg.num_eval_envs else None
+        return state, compiled, evaluator, _members_text(cfg, mesh), "compiled"
+
+    return _session(agent, cfg, prepare, run_dir, progress, resolved, records)
 
 
 def _rewrite_metrics(run_dir: str, records: list[dict]) -> None:
@@ -229,9 +265,10 @@ def _rewrite_metrics(run_dir: str, records: list[dict]) -> None:
     os.replace(path + ".tmp", path)
 
 
-def _session(agent: Agent, env, spec, cfg, start, run_dir, progress, resolved, records=(),
-             hp=None):
-    """Compiles, runs the chunks after `len(records)`, saves final params and summary."""
+def _session(agent: Agent, cfg, prepare, run_dir, progress, resolved, records=(),
+             wait_text: str = "compiling (1-3 min for MJX envs on CPU) ..."):
+    """Compiles (`prepare(note) -> (runner, chunk, evaluator, members text, verb)`, saying
+    `wait_text` first), runs the chunks after `len(records)`, saves final params and summary."""
     saver = (checkpoint.Checkpointer(run_dir, cfg.keep_checkpoints, cfg.checkpoint_replay,
                                      agent=agent) if run_dir else None)
     primary = distributed.is_primary()  # process 0 writes logs; every process checkpoints
@@ -241,18 +278,13 @@ def _session(agent: Agent, env, spec, cfg, start, run_dir, progress, resolved, r
         with watchdog.Watchdog(cfg.watchdog_seconds, run_dir) as dog:
             dog.beat("compiling the training program")
             t0 = time.time()
-            logger.message("compiling (1-3 min for MJX envs on CPU) ...")
-            mesh, shardings = placement(agent, env, spec, cfg, hp, logger.message)
-            runner = start(shardings)
-            compiled = compile_chunk(agent, env, spec, cfg, runner, mesh, shardings)
-            evaluator = (make_evaluator(agent, env, spec, cfg, mesh=mesh)
-                         if cfg.num_eval_envs else None)
+            logger.message(wait_text)
+            runner, compiled, evaluator, members, verb = prepare(logger.message)
             compile_s = time.time() - t0
             layout = layout_name(agent, cfg)
             logger.message(
-                f"compiled in {compile_s:.1f} s; {cfg.real_total_env_steps:,} env steps "
-                f"per seed x {cfg.num_seeds} seed(s); layout {layout}"
-                f"{_members_text(cfg, mesh)}")
+                f"{verb} in {compile_s:.1f} s; {cfg.real_total_env_steps:,} env steps "
+                f"per seed x {cfg.num_seeds} seed(s); layout {layout}{members}")
             dog.beat(f"chunk {len(records) + 1}")
             with guards.StopOnSignal() as stop:
                 runner, records, train_s = _run_chunks(
