@@ -58,6 +58,13 @@ def key_like(like: jax.Array, seed: int) -> jax.Array:
     return jax.random.PRNGKey(seed)
 
 
+def eval_key(like: jax.Array, seed: int, chunk: int) -> jax.Array:
+    """The eval key of `seed`'s run after chunk `chunk` (0-based): `fold_in(PRNGKey(seed +
+    10_000), chunk)`, of the same kind as `like` (`key_like`). A resumed run, a sweep member
+    and a run alone evaluate with the same keys."""
+    return jax.random.fold_in(key_like(like, seed + 10_000), chunk)
+
+
 def stack_hp(hp: dict, n: int) -> dict:
     """`{name: float32 [n]}`: the same hyperparameter values for each of `n` members."""
     return {k: jnp.full((n,), v, jnp.float32) for k, v in hp.items()}

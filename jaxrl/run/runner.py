@@ -25,7 +25,7 @@ import numpy as np
 from jaxrl.engine import loop, parallel, randomization, rollout, wrappers
 from jaxrl.engine.contract import Agent
 from jaxrl.run import checkpoint, distributed, guards, warm_start, watchdog
-from jaxrl.run.assemble import build, build_agent, key_like, seed_keys, stack_hp
+from jaxrl.run.assemble import build, build_agent, eval_key, key_like, seed_keys, stack_hp
 from jaxrl.run.devices import compile_chunk, compile_init, initial_state, placement  # noqa: F401
 from jaxrl.run.guards import NonFiniteError, TrainingInterrupted  # noqa: F401 (public here)
 from jaxrl.run.logging import Logger, read_jsonl
@@ -185,9 +185,7 @@ def train(
         with warm.compiling():
             init_compiled = compile_init(init, keys, hps, shardings)
             runner = init_compiled(keys, hps)
-            compiled = compile_chunk(agent, env, spec, cfg, runner, mesh, shardings)
-            evaluator = (make_evaluator(agent, env, spec, cfg, mesh=mesh) if cfg.num_eval_envs
-                         else None)
+            compiled, evaluator = _programs(agent, env, spec, cfg, runner, mesh, shardings)
             text = _members_text(cfg, mesh)
             if warm.key is not None:
                 evaluator = warm.store_programs(init_compiled, compiled, evaluator, runner, cfg,
@@ -246,11 +244,17 @@ def resume(run_dir: str, progress: bool = True) -> RunResult:
     def prepare(note):
         for text in notes:
             note(text)
-        compiled = compile_chunk(agent, env, spec, cfg, state, mesh, shardings)
-        evaluator = make_evaluator(agent, env, spec, cfg, mesh=mesh) if cfg.num_eval_envs else None
+        compiled, evaluator = _programs(agent, env, spec, cfg, state, mesh, shardings)
         return state, compiled, evaluator, _members_text(cfg, mesh), "compiled"
 
     return _session(agent, cfg, prepare, run_dir, progress, resolved, records)
+
+
+def _programs(agent: Agent, env, spec, cfg, runner, mesh, shardings):
+    """(compiled chunk, jitted evaluator or None) of a placed run (`placement`)."""
+    compiled = compile_chunk(agent, env, spec, cfg, runner, mesh, shardings)
+    evaluator = make_evaluator(agent, env, spec, cfg, mesh=mesh) if cfg.num_eval_envs else None
+    return compiled, evaluator
 
 
 def _rewrite_metrics(run_dir: str, records: list[dict]) -> None:
@@ -360,14 +364,13 @@ def _run_chunks(
 ):
     """Runs chunks `len(records) + 1 .. num_chunks`; returns (runner, records, train seconds).
 
-    The eval key of chunk i is `fold_in(PRNGKey(seed + 10_000), i)` (a typed key of the same
-    bits when the run's keys are typed), so a resumed run evaluates as the uninterrupted one did.
+    The eval key of chunk i is `assemble.eval_key` (a typed key of the same bits when the
+    run's keys are typed), so a resumed run evaluates as the uninterrupted one did.
     Every record names the `layout` (`layout_name`) that produced its numbers.
     """
     records = list(records or [])
     train_s = float(records[-1]["wall_time"]) if records else 0.0
     steps_per_chunk = cfg.iterations_per_chunk * cfg.env_steps_per_iteration * cfg.num_seeds
-    eval_key = key_like(runner.key, cfg.seed + 10_000)
     for i in range(len(records), cfg.num_chunks):
         t = time.time()
         new, metrics = compiled(runner)
@@ -387,7 +390,7 @@ def _run_chunks(
         out_of_time = cfg.max_train_seconds is not None and train_s >= cfg.max_train_seconds
         last = i + 1 == cfg.num_chunks or out_of_time
         if evaluator is not None and ((i + 1) % cfg.eval_every == 0 or last):
-            ev = parallel.fetch(evaluator(runner.agent_state, jax.random.fold_in(eval_key, i)))
+            ev = parallel.fetch(evaluator(runner.agent_state, eval_key(runner.key, cfg.seed, i)))
             rec.update({k: float(np.mean(v)) for k, v in ev.items()})
             rec["eval/episode_return_per_seed"] = [float(x) for x in ev["eval/episode_return"]]
         logger.log(rec)

@@ -29,7 +29,7 @@ import numpy as np
 from jaxrl.engine import contract as agent_lib
 from jaxrl.engine import loop, parallel
 from jaxrl.run import checkpoint, distributed, guards, runner, sweep_report, watchdog
-from jaxrl.run.assemble import build, key_like
+from jaxrl.run.assemble import build, eval_key
 from jaxrl.run.logging import Logger
 from jaxrl.run.sweep_progress import SweepProgress
 from jaxrl.run.sweep_spec import Member
@@ -317,10 +317,8 @@ def _savers(state, members, sweep_dir, cfg, agent, resumed_at: int) -> list:
 
 
 def _eval_keys(state, members, chunk_index: int):
-    """Member i's eval key at chunk c: `fold_in(PRNGKey(seed_i + 10_000), c)`, as its
-    standalone run (`runner._run_chunks`) uses."""
-    return jnp.stack([jax.random.fold_in(key_like(state.key, m.seed + 10_000), chunk_index)
-                      for m in members])
+    """Member i's eval key at chunk c (`assemble.eval_key`), as its standalone run uses."""
+    return jnp.stack([eval_key(state.key, m.seed, chunk_index) for m in members])
 
 
 def _chunks(compiled, evaluator, state, cfg, members, records, loggers, savers, resolved,

@@ -310,9 +310,9 @@ class WarmStart:
         evaluator to use. A program that cannot be serialized (a host callback, constants
         passed as arguments) is said through `note` and the run goes on."""
         if evaluator is not None:
-            from jaxrl.run.assemble import key_like
+            from jaxrl.run.assemble import eval_key
 
-            key = jax.random.fold_in(key_like(runner.key, cfg.seed + 10_000), 0)
+            key = eval_key(runner.key, cfg.seed, 0)
             evaluator = evaluator.lower(runner.agent_state, key).compile()
         try:
             self.store.save(self.key, {"init": init, "chunk": chunk, "evaluator": evaluator},
