@@ -139,16 +139,17 @@ def print_worker_result(out: dict) -> None:
 
 # ----- raw stepping ------------------------------------------------------------------------
 def time_random_rollout(step, state, action_size: int, num_envs: int, num_steps: int,
-                        repeats: int, seed: int) -> dict:
+                        repeats: int, seed: int, batched: bool = False) -> dict:
     """SPS of `jit(scan(vmap(step)))` with uniform random actions in [-1, 1].
 
-    `step` is a single-env `step(state, action)`; `state` is already batched over `num_envs`.
-    Two warm-up calls (compile, and any recompile for the output-typed carry) are excluded.
+    `step` is a single-env `step(state, action)` (`batched`: already a batched env's step, not
+    vmapped again); `state` is already batched over `num_envs`. Two warm-up calls (compile, and
+    any recompile for the output-typed carry) are excluded.
     """
     import jax
     import jax.numpy as jnp
 
-    vstep = jax.vmap(step)
+    vstep = step if batched else jax.vmap(step)
 
     def body(carry, _):
         s, key = carry

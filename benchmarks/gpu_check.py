@@ -1,50 +1,51 @@
-"""GPU check: one command that measures raw simulator and training throughput on one GPU machine.
+"""GPU check: one command that measures simulator and training throughput on one GPU machine.
 
-    .venv/bin/python benchmarks/gpu_check.py              # about 10 minutes on one H100/H200
+    .venv/bin/python benchmarks/gpu_check.py              # about 9 minutes on one H100/H200
     .venv/bin/python benchmarks/gpu_check.py --quick      # tiny sizes: a smoke test, also on CPU
     .venv/bin/python benchmarks/gpu_check.py --only ppo-cartpole seeds-4 --out /tmp/x.json
 
-It installs nothing: run it with the project's venv on the GPU machine. It prints one markdown
-table and writes every number to `benchmarks/gpu_check.json` (`--out`), rewritten after each row
-so a killed run keeps the rows done. Rows (`--only` takes these names):
+It installs nothing: on a bare GPU machine, install with `device_kit.py`'s command. It prints one
+markdown table and writes every number to `--out` (default `benchmarks/gpu_check.json`),
+rewritten after each row so a killed run keeps the rows done. Rows, in order (`--only`):
 
-- `raw-cartpole`, `raw-go1`: raw simulator SPS (env steps/s) of `jaxrl.envs.make(name)` with the
-  default MJX implementation of the backend (`warp` on GPU, `jax` on CPU), at the GPU presets'
-  `num_envs` (`ppo-dmc-gpu`: 2048, `ppo-go1-flat-gpu`: 8192): `jit(vmap(reset))` once (its first
-  call, compile included, is the "compile s" column with the rollout's warm-up), then
-  `jit(scan(vmap(step)))` with uniform random actions, timed after two warm-up calls
-  (`_common.time_random_rollout`; nominal model, no auto-reset, no domain randomization).
-- `ppo-cartpole` (`ppo-dmc-gpu`), `ppo-go1` (`ppo-go1-flat-gpu`), `sac-cartpole`
-  (`sac-dmc-gpu`), `fastdsac-go1` (`fastdsac-go1-flat-gpu`): training SPS of
-  `jaxrl.run.runner.train` with the preset's settings, no evaluation, and a short budget
-  (`TRAIN_ROWS`: a few chunks; an off-policy row's first chunk ends where learning starts).
-  "SPS" is the median of `perf/sps` over the chunks after the first (all seeds together);
-  compile (`RunResult.compile_seconds`: init plus the ahead-of-time compile of the chunk
-  program) is reported apart and excluded.
-- `seeds-1`, `seeds-4`, `seeds-16`: `ppo-cartpole` with 1, 4 and 16 vmapped seeds
-  (`TrainConfig.num_seeds`): total SPS, per-seed SPS and total / 1-seed total. `seeds-1` is the
-  `ppo-cartpole` run itself when both are selected.
-- `data-parallel`: `ppo-cartpole` with `num_devices` = every visible device (jit shardings);
-  skipped, with a note, when only one device is visible.
+- `raw-cartpole`, `raw-go1`: raw simulator SPS of `jaxrl.envs.make(name)` (MJX `warp` on GPU
+  when warp-lang is installed, else `jax`) at the GPU presets' `num_envs` (`ppo-dmc-gpu`: 2048,
+  `ppo-go1-flat-gpu`: 8192): `jit(scan(vmap(step)))` with uniform random actions, timed after two
+  warm-up calls (`_common.time_random_rollout`; no auto-reset, no randomization). "compile s" is
+  the first reset and the warm-up calls.
+- `env-cartpole`, `env-go1`: the same stepping through the preset's training env
+  (`loop.make_env`: auto-reset, episode statistics, the preset's domain randomization); "ratio"
+  is its SPS over the raw row's.
+- `ppo-cartpole` (`ppo-dmc-gpu`), `sac-cartpole` (`sac-dmc-gpu`), `fastdsac-go1`
+  (`fastdsac-go1-flat-gpu`): training SPS of `runner.train` with the preset's settings, no
+  evaluation, a few chunks (`TRAIN_ROWS`; an off-policy row's first chunk ends where learning
+  starts): the median `perf/sps` of the chunks after the first; compile apart.
+- `seeds-1`, `seeds-4`, `seeds-16`: `ppo-cartpole` with 1, 4 and 16 vmapped seeds; "ratio" is
+  total SPS over one seed's (`seeds-1` is the `ppo-cartpole` run).
+- `ppo-go1`: `ppo-go1-flat-gpu` trained for `--go1-train-s` with evaluation after every 2nd
+  chunk (the reward curve), then exported to ONNX (parity check) and run closed loop in
+  onnxruntime against the JAX policy; `--artifacts` receives its metrics.jsonl, model, sidecar.
+- `data-parallel`: `ppo-cartpole` over every visible device; skipped on one device.
 
 Each row runs in a try/except (its error goes into the row). Rows start only while the elapsed
-time is under `--budget-s` (default 570 s), and every training row stops after the first chunk
-at which its training time passes `--max-train-s`, so the whole command stays under 10 minutes;
-compile dominates (every row compiles its own program). Set `JAX_COMPILATION_CACHE_DIR` to reuse
-compiled programs in a second run (the JSON records whether it was set: compile seconds are then
-warm). The JSON also records the GPU (`jax.devices()[0].device_kind`, `nvidia-smi` when present),
-jax/jaxlib/mujoco versions and the command line.
+time is under `--budget-s` (or `--end-s` minus 45 s); training rows stop after the chunk at which
+training passes `--max-train-s`. Set `JAX_COMPILATION_CACHE_DIR` to reuse compiled programs in a
+second run (the JSON records whether it was set). The JSON also records the GPU, versions, the
+command line and, when run from the kit, its manifest (commit and wheels).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import _common as common
@@ -52,16 +53,25 @@ import _common as common
 NAME = "gpu_check"
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_check.json")
 
+ENVS = ("CartpoleBalance", "Go1JoystickFlatTerrain")
+"""Every env a row builds (`device_kit.py` packs the Menagerie folders these read)."""
 RAW_ROWS = {"raw-cartpole": ("CartpoleBalance", "ppo-dmc-gpu"),
             "raw-go1": ("Go1JoystickFlatTerrain", "ppo-go1-flat-gpu")}
 """Row -> (env, preset whose num_envs is used)."""
-TRAIN_ROWS = {"ppo-cartpole": ("ppo-dmc-gpu", 4, 1), "ppo-go1": ("ppo-go1-flat-gpu", 4, 2),
-              "sac-cartpole": ("sac-dmc-gpu", 5, 64),
+STACK_ROWS = {"env-cartpole": "raw-cartpole", "env-go1": "raw-go1"}
+"""Row -> the raw row of the same env and size (the training env stack of its preset)."""
+TRAIN_ROWS = {"ppo-cartpole": ("ppo-dmc-gpu", 4, 1), "sac-cartpole": ("sac-dmc-gpu", 5, 64),
               "fastdsac-go1": ("fastdsac-go1-flat-gpu", 5, 32)}
 """Row -> (preset, chunks, iterations per chunk at least; off-policy: at least up to the
 iteration where learning starts, so chunks 2.. all learn)."""
 SEED_ROWS = {"seeds-1": 1, "seeds-4": 4, "seeds-16": 16}
-ROWS = tuple(RAW_ROWS) + tuple(TRAIN_ROWS) + tuple(SEED_ROWS) + ("data-parallel",)
+ROWS = ("raw-cartpole", "env-cartpole", "ppo-cartpole", *SEED_ROWS, "raw-go1", "env-go1",
+        "ppo-go1", "sac-cartpole", "fastdsac-go1", "data-parallel")
+"""Default order: most wanted first, so a command cut short loses the least."""
+GO1_PRESET, GO1_ITERS, GO1_CHUNKS = "ppo-go1-flat-gpu", 24, 200
+"""`ppo-go1`: chunks of 24 iterations (3.9M env steps at 8192 envs), evaluated every 2nd."""
+GO1_RESERVE_S = 140.0
+"""`--end-s`: seconds kept for the Go1 compile, export and closed-loop check."""
 
 QUICK_TRAIN = {  # --quick: (TrainConfig fields, agent config fields)
     "ppo-dmc-gpu": ({"num_envs": 64, "unrolls_per_update": 2},
@@ -86,6 +96,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="start no further row after this many seconds")
     p.add_argument("--max-train-s", type=float, default=60.0,
                    help="training seconds per row (TrainConfig.max_train_seconds)")
+    p.add_argument("--go1-train-s", type=float, default=240.0,
+                   help="training seconds of the ppo-go1 row (reward curve, then export)")
+    p.add_argument("--end-s", type=float, default=None,
+                   help="plan to end by then: no row starts after END-45 s, and ppo-go1 trains "
+                        f"at most (END - elapsed - {GO1_RESERVE_S:.0f}) / 1.15 s")
+    p.add_argument("--artifacts", default=None,
+                   help="folder for ppo-go1's metrics.jsonl, ONNX model and sidecar")
     p.add_argument("--raw-steps", type=int, default=None, help="scan length (default 100)")
     p.add_argument("--raw-repeats", type=int, default=None, help="timed calls (default 5)")
     p.add_argument("--verbose", action="store_true", help="show simulator/compiler output")
@@ -133,6 +150,76 @@ def raw_row(env_name: str, num_envs: int, steps: int, repeats: int) -> dict:
             "reset_env_per_s": num_envs / reset_s, "scan_length": steps, "repeats": repeats}
 
 
+def stack_row(env_name: str, preset_name: str, num_envs: int, steps: int, repeats: int,
+              quick: bool = False) -> dict:
+    """The training env of `preset_name` (`loop.make_env`: auto-reset, episode statistics and
+    the preset's domain randomization) at `num_envs`, stepped with uniform random actions as
+    `raw_row`, so `sps_vs_raw` is what the training stack costs over the bare simulator."""
+    import jax
+
+    from jaxrl.engine import loop
+    from jaxrl.run.assemble import build
+
+    preset, cfg, agent_cfg = train_configs(preset_name, 1, 1, quick)
+    cfg = dataclasses.replace(cfg, num_envs=num_envs)
+    env = build(preset.agent, env_name, cfg, agent_cfg)[1]
+    venv = loop.make_env(env, cfg)
+    t0 = time.perf_counter()
+    state = jax.block_until_ready(jax.jit(venv.reset)(jax.random.PRNGKey(0)))
+    reset_s = time.perf_counter() - t0
+    r = common.time_random_rollout(venv.step, state, env.action_size, num_envs, steps, repeats,
+                                   1, batched=True)
+    return {"kind": "stack", "env": env_name, "preset": preset_name, "impl": _default_impl(),
+            "num_envs": num_envs, "num_seeds": 1, "num_devices": 1, "sps": r["sps"],
+            "env_steps": r["env_steps"], "compile_seconds": reset_s + r["warmup_seconds"],
+            "seconds": r["seconds"], "scan_length": steps, "repeats": repeats,
+            "domain_randomization": cfg.domain_randomization}
+
+
+def go1_row(args, elapsed: float) -> dict:
+    """`ppo-go1-flat-gpu` trained for `--go1-train-s` (less under `--end-s`) with evaluation
+    after every 2nd chunk, then `jaxrl export` (ONNX parity) and the closed-loop check
+    (`jaxrl eval --policy onnx`) on the saved run; `--artifacts` gets its metrics and model."""
+    from jaxrl.deploy import closed_loop, export
+    from jaxrl.run import runner
+
+    train_s = args.go1_train_s
+    if args.end_s:
+        train_s = min(train_s, (args.end_s - elapsed - GO1_RESERVE_S) / 1.15)
+    if train_s < 20:
+        return {"kind": "train", "skipped": f"{train_s:.0f} s of training left before --end-s"}
+    chunks, iters = (3, 1) if args.quick else (GO1_CHUNKS, GO1_ITERS)
+    preset, cfg, agent_cfg = train_configs(GO1_PRESET, chunks, iters, args.quick,
+                                           max_train_seconds=train_s)
+    if args.quick:
+        cfg = dataclasses.replace(cfg, num_eval_envs=4, episode_length=100)
+    else:
+        cfg = dataclasses.replace(cfg, num_eval_envs=preset.train.num_eval_envs, eval_every=2)
+    run_dir = tempfile.mkdtemp(prefix="gpu_check_go1_")
+    result = runner.train(preset.agent, preset.env, cfg, agent_cfg, run_dir=run_dir,
+                          progress=False, resolved={"preset": GO1_PRESET})
+    out = _train_summary(GO1_PRESET, preset, cfg, result)
+    out["curve"] = [{k: r.get(k) for k in ("env_steps", "perf/sps", "episode/return",
+                                           "eval/episode_return", "eval/episode_return_std")}
+                    for r in result.records]
+    out["max_train_seconds"] = train_s
+    t0 = time.perf_counter()
+    ex = export.export_run(run_dir)
+    out["export"] = {"seconds": time.perf_counter() - t0, "max_abs_error": ex.max_abs_error,
+                     "path": ex.path}
+    t0 = time.perf_counter()
+    res = closed_loop.closed_loop_run(run_dir, num_episodes=4 if args.quick else 16)[0]
+    out["closed_loop"] = dict(res.summary(), seconds=time.perf_counter() - t0,
+                              num_episodes=int(res.onnx_return.shape[0]))
+    if args.artifacts:
+        os.makedirs(args.artifacts, exist_ok=True)
+        for src, name in ((os.path.join(run_dir, "metrics.jsonl"), "go1_metrics.jsonl"),
+                          (ex.path, "go1_policy.onnx"), (ex.sidecar_path, "go1_policy.json")):
+            shutil.copyfile(src, os.path.join(args.artifacts, name))
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return out
+
+
 def train_configs(preset_name: str, chunks: int, min_iters: int, quick: bool, **train_kw):
     """(preset, TrainConfig, agent config) of a training row: the preset with evaluation off,
     `train_kw` and the --quick sizes applied, and `chunks` chunks of at least `min_iters`
@@ -163,6 +250,13 @@ def train_row(preset_name: str, chunks: int, min_iters: int, quick: bool, max_tr
                                            max_train_seconds=max_train_s, **train_kw)
     result = runner.train(preset.agent, preset.env, cfg, agent_cfg, run_dir=None,
                           progress=False)
+    out = _train_summary(preset_name, preset, cfg, result)
+    del result
+    return out
+
+
+def _train_summary(preset_name: str, preset, cfg, result) -> dict:
+    """A training row's numbers from a `RunResult`."""
     chunk_sps = [r["perf/sps"] for r in result.records]
     sps = statistics.median(chunk_sps[1:] if len(chunk_sps) > 1 else chunk_sps)
     out = {"kind": "train", "preset": preset_name, "agent": preset.agent, "env": preset.env,
@@ -178,7 +272,6 @@ def train_row(preset_name: str, chunks: int, min_iters: int, quick: bool, max_tr
            "layout": result.records[-1].get("layout")}
     if len(chunk_sps) < 2:
         out["note"] = "one chunk only: SPS includes that chunk"
-    del result
     return out
 
 
@@ -189,7 +282,7 @@ def _default_impl() -> str:
     return default_impl()
 
 
-def run_row(name: str, args, done: dict) -> dict:
+def run_row(name: str, args, done: dict, elapsed: float = 0.0) -> dict:
     """Measures row `name` (`done`: rows measured so far, for `seeds-1` and ratios)."""
     import jax
 
@@ -201,6 +294,14 @@ def run_row(name: str, args, done: dict) -> dict:
         env_name, preset = RAW_ROWS[name]
         n = QUICK_RAW_ENVS[env_name] if args.quick else configs.get(preset).train.num_envs
         return raw_row(env_name, n, steps, repeats)
+    if name in STACK_ROWS:
+        from jaxrl import configs
+
+        env_name, preset = RAW_ROWS[STACK_ROWS[name]]
+        n = QUICK_RAW_ENVS[env_name] if args.quick else configs.get(preset).train.num_envs
+        return stack_row(env_name, preset, n, steps, repeats, args.quick)
+    if name == "ppo-go1":
+        return go1_row(args, elapsed)
     if name in TRAIN_ROWS:
         return train_row(*TRAIN_ROWS[name], args.quick, args.max_train_s)
     base = TRAIN_ROWS["ppo-cartpole"]
@@ -219,29 +320,35 @@ def run_row(name: str, args, done: dict) -> dict:
 
 
 def add_ratios(rows: dict) -> None:
-    """total / 1-seed total for the seed rows; data-parallel SPS over ppo-cartpole's."""
+    """total / 1-seed total for the seed rows; data-parallel SPS over ppo-cartpole's; the env
+    stack's SPS over the raw simulator's."""
     one = (rows.get("seeds-1") or rows.get("ppo-cartpole") or {}).get("sps")
     for name in (*SEED_ROWS, "data-parallel"):
         r = rows.get(name) or {}
         if one and r.get("sps"):
             r["sps_vs_1_seed"] = r["sps"] / one
+    for name, raw in STACK_ROWS.items():
+        r, base = rows.get(name) or {}, (rows.get(raw) or {}).get("sps")
+        if base and r.get("sps"):
+            r["sps_vs_raw"] = r["sps"] / base
 
 
 def run_all(args, res: dict) -> None:
     """Runs the selected rows in order, each in a try/except, writing the JSON after each."""
     t_start = time.perf_counter()
     log = common.start_quiet_log(NAME, args.verbose)
+    budget = min(args.budget_s, args.end_s - 45) if args.end_s else args.budget_s
     for name in args.only or ROWS:
         elapsed = time.perf_counter() - t_start
-        if elapsed > args.budget_s:
+        if elapsed > budget:
             res["rows"][name] = {"skipped": f"time budget: {elapsed:.0f} s elapsed > "
-                                            f"--budget-s {args.budget_s:.0f}"}
+                                            f"{budget:.0f} s"}
             continue
         print(f"[{elapsed:6.0f} s] {name} ...", flush=True)
         t0 = time.perf_counter()
         try:
             with common.quiet(log):
-                row = run_row(name, args, res["rows"])
+                row = run_row(name, args, res["rows"], elapsed)
         except Exception as e:  # noqa: BLE001 (one row's failure must not lose the table)
             row = {"error": f"{type(e).__name__}: {e}"[:2000]}
             if type(e).__name__ == "TrainingInterrupted":  # SIGINT/SIGTERM: stop the command
@@ -269,7 +376,7 @@ def _row_summary(r: dict) -> str:
 def format_table(res: dict) -> str:
     """One markdown table of every row, then machine and version lines."""
     head = ("| row | what | impl | num_envs | seeds | devices | SPS (total) | SPS per seed | "
-            "vs 1 seed | compile s | timed s | note |\n"
+            "ratio | compile s | timed s | note |\n"
             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     lines = [head]
     for name, r in res["rows"].items():
@@ -279,14 +386,16 @@ def format_table(res: dict) -> str:
             lines.append(f"| {name} | - | - | - | - | - | - | - | - | - | - | "
                          f"{'FAILED: ' if 'error' in r else 'skipped: '}{text} |")
             continue
-        what = (f"raw {r['env']}" if r["kind"] == "raw" else f"`{r['preset']}` ({r['env']})")
+        what = {"raw": f"raw {r['env']}", "stack": f"env stack of `{r.get('preset')}` "
+                f"({r['env']})"}.get(r["kind"], f"`{r.get('preset')}` ({r['env']})")
         per = r.get("sps_per_seed")
-        vs1 = r.get("sps_vs_1_seed")
+        vs1 = r.get("sps_vs_1_seed", r.get("sps_vs_raw"))
         lines.append(
             f"| {name} | {what} | {r['impl']} | {r['num_envs']} | {r['num_seeds']} | "
             f"{r['num_devices']} | {common.fmt(r['sps'])} | {common.fmt(per)} | "
             f"{'-' if vs1 is None else f'{vs1:.2f}'} | {r['compile_seconds']:.1f} | "
             f"{r['seconds']:.1f} | {r.get('note', '')} |")
+    lines += go1_lines(res["rows"].get("ppo-go1") or {})
     m, g, v = res["machine"], res["gpu"], res["versions"]
     lines += ["", f"- device: {g['device_kind']} x {g['device_count']} (jax backend "
               f"{g['backend']}); nvidia-smi: {g.get('nvidia_smi')}",
@@ -299,6 +408,31 @@ def format_table(res: dict) -> str:
     return "\n".join(lines)
 
 
+def go1_lines(r: dict) -> list[str]:
+    """The Go1 run's curve (every few chunks), export parity and closed-loop lines."""
+    if "curve" not in r:
+        return []
+    pts = r["curve"][:: max(1, len(r["curve"]) // 8)] + r["curve"][-1:]
+    curve = ", ".join(f"{p['env_steps'] / 1e6:.0f}M: {p.get('eval/episode_return') or 0:.1f}"
+                      for p in pts)
+    cl, ex = r["closed_loop"], r["export"]
+    return ["", f"- ppo-go1 eval return by env steps: {curve}",
+            f"- ppo-go1 export: ONNX parity max |error| {ex['max_abs_error']:.2e} "
+            f"({ex['seconds']:.0f} s); closed loop over {cl['num_episodes']} episodes: ONNX "
+            f"return {cl['onnx_return_mean']:.2f} vs JAX {cl['jax_return_mean']:.2f}, max "
+            f"action diff {cl['max_action_diff']:.2e} ({cl['seconds']:.0f} s)"]
+
+
+def kit_manifest() -> dict | None:
+    """`.kit/manifest.json` (`device_kit.py`) when the run uses the kit, else None."""
+    path = os.path.join(common.REPO, ".kit", "manifest.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        m = json.load(f)
+    return {k: m.get(k) for k in ("commit", "packages", "kit_bytes", "tree_bytes")}
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     t0 = time.perf_counter()
@@ -306,6 +440,7 @@ def main(argv=None) -> None:
            "quick": args.quick, "machine": common.machine_info(), "gpu": gpu_info(),
            "versions": common.versions(),
            "compilation_cache_dir": os.environ.get("JAX_COMPILATION_CACHE_DIR"),
+           "kit": kit_manifest(),
            "settings": {"train_rows": TRAIN_ROWS, "raw_rows": RAW_ROWS,
                         "seed_rows": SEED_ROWS, "budget_s": args.budget_s,
                         "max_train_s": args.max_train_s}, "rows": {}}

@@ -18,6 +18,7 @@ import dataclasses
 import difflib
 import functools
 import hashlib
+import importlib.util
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -186,8 +187,12 @@ def check_env_name(name: str) -> str:
 
 def default_impl() -> str:
     """MJX implementation: the pure-JAX one on CPU (about 15x faster there than Warp's CPU
-    kernels, measured on CartpoleBalance at 256 envs), Playground's default elsewhere."""
-    return "jax" if jax.default_backend() == "cpu" else "warp"
+    kernels, measured on CartpoleBalance at 256 envs), Playground's default (`warp`) elsewhere
+    when warp-lang is installed, else `jax` (MJX's own fallback, `mujoco.mjx` `_resolve_impl`:
+    a GPU machine with Playground installed without its warp-lang dependency still trains)."""
+    if jax.default_backend() == "cpu" or importlib.util.find_spec("warp") is None:
+        return "jax"
+    return "warp"
 
 
 def make(name: str, *, impl: str | None = None, episode_length: int | None = None, **overrides):

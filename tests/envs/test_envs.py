@@ -204,3 +204,18 @@ def test_compat_fixes_the_upstream_modules_only():
     diam = (math.sqrt(6e-12) + 2 * math.sqrt(6.0)) / 3
     np.testing.assert_allclose(frc.vel, [[-3 * math.pi * diam, 0.0, 0.0]], rtol=1e-5)
     np.testing.assert_allclose(frc.ang, 0.0)
+
+
+def test_gpu_without_warp_falls_back_to_pure_jax_mjx(monkeypatch):
+    """Playground's default on GPU is Warp; a GPU install without warp-lang (the device kit)
+    gets MJX's JAX implementation instead of failing at the first env."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(registry.jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "warp" else find_spec(name, *a))
+    assert registry.default_impl() == "jax"
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "warp" else find_spec(name, *a))
+    assert registry.default_impl() == "warp"
