@@ -197,7 +197,8 @@ def closed_loop_eval(loaded, path: str, meta: dict, num_episodes: int, seed: int
 
     @jax.jit
     def jax_act(obs):
-        action = loaded.agent.act(state, obs, act_key, True)[0]
+        with jax.default_matmul_precision("highest"):  # as the ONNX model: no TF32 on GPUs
+            action = loaded.agent.act(state, obs, act_key, True)[0]
         return action, export.to_env_units(action, spec.action_low, spec.action_high)
 
     def onnx_act(obs):

@@ -308,8 +308,11 @@ def export_policy(agent, agent_state, env, spec: EnvSpec, cfg, out: str, fmt: st
     batches = _batches(_leaves(obs, traced.names), batch_size)
     used = [b for b, u in zip(batches, traced.used, strict=True) if u]
     names = [n for n, u in zip(traced.names, traced.used, strict=True) if u]
-    reference = np.asarray(jax.jit(jax.vmap(traced.fn))(*batches))
-    got = _onnx_outputs(blob, names, used) if fmt == "onnx" else _jax_outputs(blob, used)
+    # Full float32 matmuls on both sides: GPUs default to TF32 (`jax_default_matmul_precision`),
+    # which is off by ~5e-4 on a 512-256-128 net (H200) although the exported model is exact.
+    with jax.default_matmul_precision("highest"):
+        reference = np.asarray(jax.jit(jax.vmap(traced.fn))(*batches))
+        got = _onnx_outputs(blob, names, used) if fmt == "onnx" else _jax_outputs(blob, used)
     error = float(np.max(np.abs(got.astype(np.float64) - reference)))
     if not error <= tolerance:
         raise ParityError(f"exported policy differs from the JAX policy by {error:.3g} (max abs "
