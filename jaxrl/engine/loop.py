@@ -54,7 +54,8 @@ class TrainConfig:
     buffer; gradients and normalizer statistics still cover the whole batch. Must divide
     `num_envs`. Counts the devices of every process after `jax.distributed.initialize`."""
     env_impl: str | None = None
-    """MJX implementation for Playground envs (`jax` or `warp`); None: `jax` on CPU."""
+    """MJX implementation for Playground envs (`jax` or `warp`); None: `jax` on CPU, and on a GPU
+    `warp` when warp-lang is installed, else `jax` (`jaxrl.envs.registry.default_impl`)."""
     checkpoint_every: int = 1
     """Save the whole run state every this many chunks (and always after the last), to
     `<run_dir>/checkpoints/<chunk>`; `jaxrl train --resume RUN_DIR` continues from the latest."""
