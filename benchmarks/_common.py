@@ -304,11 +304,12 @@ def quiet(log_path: str | None):
                 os.close(old)
 
 
-def start_quiet_log(name: str, verbose: bool) -> str | None:
-    """Empties and returns `<tmp>/<name>.log` for `quiet` (None with `verbose`), and says so."""
+def start_quiet_log(name: str, verbose: bool, folder: str | None = None) -> str | None:
+    """Empties and returns `<folder>/<name>.log` (default folder: the temp dir) for `quiet`
+    (None with `verbose`), and says so."""
     if verbose:
         return None
-    log = os.path.join(tempfile.gettempdir(), f"{name}.log")
+    log = os.path.join(folder or tempfile.gettempdir(), f"{name}.log")
     open(log, "w").close()
     print(f"simulator/compiler output of our parts goes to {log} (--verbose shows it)")
     return log

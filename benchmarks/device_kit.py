@@ -33,6 +33,7 @@ At most 64 MiB travels with the working tree. This script, run on a machine with
 from __future__ import annotations
 
 import argparse
+import glob
 import importlib.metadata as md
 import json
 import os
@@ -197,6 +198,18 @@ def build(max_mib: float) -> dict:
     return manifest
 
 
+def find_python() -> str:
+    """The first `python3.12` on PATH that runs (a pyenv shim may exist without its version
+    selected), else this interpreter."""
+    pyenv = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{PYTHON_VERSION}.*/bin/"
+                                                "python")), reverse=True)
+    for candidate in (shutil.which(f"python{PYTHON_VERSION}"), *pyenv):
+        if candidate and subprocess.run([candidate, "--version"], capture_output=True
+                                        ).returncode == 0:
+            return candidate
+    return sys.executable
+
+
 def rehearse(python: str, venv: str) -> None:
     """Installs the GPU machine's preinstalled set (CPU jax 0.11.2) into a fresh venv at `venv`,
     then the kit with no index, and runs `gpu_check.py --quick` there."""
@@ -229,8 +242,9 @@ def main(argv=None) -> None:
                    help="largest kit + working tree (the device tool carries 64 MiB)")
     p.add_argument("--rehearse", action="store_true",
                    help="install the kit into a fresh venv with no index and run --quick")
-    p.add_argument("--python", default=shutil.which(f"python{PYTHON_VERSION}") or sys.executable,
-                   help="interpreter for the rehearsal venv (the GPU machine has 3.12)")
+    p.add_argument("--python", default=None,
+                   help="interpreter for the rehearsal venv (default: the first python3.12 on "
+                        "PATH that runs, else this one; the GPU machine has 3.12)")
     p.add_argument("--venv", default=os.path.join(REPO, ".venv-kit"),
                    help="rehearsal venv (created once)")
     args = p.parse_args(argv)
@@ -238,7 +252,7 @@ def main(argv=None) -> None:
     print("\ndevice command (device tool `run`, carry [\".kit\"], timeout_s 580):\n")
     print(manifest["command"])
     if args.rehearse:
-        rehearse(args.python, args.venv)
+        rehearse(args.python or find_python(), args.venv)
 
 
 if __name__ == "__main__":

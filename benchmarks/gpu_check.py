@@ -50,7 +50,6 @@ import time
 
 import _common as common
 
-NAME = "gpu_check"
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_check.json")
 
 ENVS = ("CartpoleBalance", "Go1JoystickFlatTerrain")
@@ -102,7 +101,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="plan to end by then: no row starts after END-45 s, and ppo-go1 trains "
                         f"at most (END - elapsed - {GO1_RESERVE_S:.0f}) / 1.15 s")
     p.add_argument("--artifacts", default=None,
-                   help="folder for ppo-go1's metrics.jsonl, ONNX model and sidecar")
+                   help="folder for ppo-go1's metrics.jsonl, ONNX model and sidecar, and the "
+                        "simulator/compiler output (simulator.log)")
     p.add_argument("--raw-steps", type=int, default=None, help="scan length (default 100)")
     p.add_argument("--raw-repeats", type=int, default=None, help="timed calls (default 5)")
     p.add_argument("--verbose", action="store_true", help="show simulator/compiler output")
@@ -338,7 +338,9 @@ def add_ratios(rows: dict) -> None:
 def run_all(args, res: dict) -> None:
     """Runs the selected rows in order, each in a try/except, writing the JSON after each."""
     t_start = time.perf_counter()
-    log = common.start_quiet_log(NAME, args.verbose)
+    if args.artifacts:
+        os.makedirs(args.artifacts, exist_ok=True)
+    log = common.start_quiet_log("simulator", args.verbose, args.artifacts)
     budget = min(args.budget_s, args.end_s - 45) if args.end_s else args.budget_s
     for name in args.only or ROWS:
         elapsed = time.perf_counter() - t_start
