@@ -222,16 +222,15 @@ def _scan(g: Graph, eqn, ins: list, needed: list[bool]) -> list:
     `ys` stacked on it, iteration `length - 1` first when `reverse`.
     """
     p = eqn.params
-    body, length, reverse = p["jaxpr"], int(p["length"]), bool(p["reverse"])
-    num_consts, num_carry = int(p["num_consts"]), int(p["num_carry"])
+    length, reverse = int(p["length"]), bool(p["reverse"])
+    body, body_consts, num_consts, num_carry = _scan_body(p)
     consts, carry = ins[:num_consts], list(ins[num_consts:num_consts + num_carry])
     xs = ins[num_consts + num_carry:]
-    mask = _scan_outputs_needed(body.jaxpr, num_consts, num_carry, needed)
-    body_consts = [Const(c) for c in body.consts]
+    mask = _scan_outputs_needed(body, num_consts, num_carry, needed)
     ys: list[list] = [[] for _ in mask[num_carry:]]
     for i in (reversed(range(length)) if reverse else range(length)):
         x_i = [onnx_ops.take(g, x, i) for x in xs]
-        outs = _interpret(g, body.jaxpr, body_consts, consts + carry + x_i, mask)
+        outs = _interpret(g, body, body_consts, consts + carry + x_i, mask)
         carry = outs[:num_carry]
         for acc, y in zip(ys, outs[num_carry:], strict=True):
             acc.append(y)
@@ -241,6 +240,19 @@ def _scan(g: Graph, eqn, ins: list, needed: list[bool]) -> list:
     stacked = [onnx_ops.stack(g, acc[::-1] if reverse else acc) if m else None
                for acc, m in zip(ys, mask[num_carry:], strict=True)]
     return carry + stacked
+
+
+def _scan_body(p: dict) -> tuple[jcore.Jaxpr, list, int, int]:
+    """(body jaxpr, its consts as `Const`, number of const inputs, number of carries) of a scan
+    equation's params. jax <= 0.10 gives a `ClosedJaxpr` with `num_consts` / `num_carry`; jax
+    0.11 an open `Jaxpr` and `ft_in`, a flat tree of the inputs whose `unpack()` is
+    `(consts, carry, xs)`, each sized by its number of leaves."""
+    if "num_consts" in p:
+        body = p["jaxpr"]
+        return body.jaxpr, [Const(c) for c in body.consts], int(p["num_consts"]), \
+            int(p["num_carry"])
+    consts, carry, _ = p["ft_in"].unpack()
+    return p["jaxpr"], [], len(consts), len(carry)
 
 
 def _scan_outputs_needed(body: jcore.Jaxpr, num_consts: int, num_carry: int,
