@@ -6,20 +6,18 @@
 
 It installs nothing: on a bare GPU machine, install with `device_kit.py`'s command. It prints one
 markdown table and writes every number to `--out` (default `benchmarks/gpu_check.json`),
-rewritten after each row so a killed run keeps the rows done. Rows, in order (`--only`):
+rewritten after each row so a killed run keeps the rows done. Rows (`--only`; `ROWS` gives the
+order, `ppo-go1` first):
 
-- `raw-cartpole`, `raw-go1`: raw simulator SPS of `jaxrl.envs.make(name)` (MJX `warp` on GPU
-  when warp-lang is installed, else `jax`) at the GPU presets' `num_envs` (`ppo-dmc-gpu`: 2048,
-  `ppo-go1-flat-gpu`: 8192): `jit(scan(vmap(step)))` with uniform random actions, timed after two
-  warm-up calls (`_common.time_random_rollout`; no auto-reset, no randomization). "compile s" is
-  the first reset and the warm-up calls.
+- `raw-cartpole`, `raw-go1`: raw simulator SPS of `jaxrl.envs.make(name)` at the GPU presets'
+  `num_envs` (2048, 8192): `jit(scan(vmap(step)))`, uniform random actions, timed after two
+  warm-up calls (`_common.time_random_rollout`); "compile s" is the first reset and warm-ups.
 - `env-cartpole`, `env-go1`: the same stepping through the preset's training env
   (`loop.make_env`: auto-reset, episode statistics, the preset's domain randomization); "ratio"
   is its SPS over the raw row's.
-- `ppo-cartpole` (`ppo-dmc-gpu`), `sac-cartpole` (`sac-dmc-gpu`), `fastdsac-go1`
-  (`fastdsac-go1-flat-gpu`): training SPS of `runner.train` with the preset's settings, no
-  evaluation, a few chunks (`TRAIN_ROWS`; an off-policy row's first chunk ends where learning
-  starts): the median `perf/sps` of the chunks after the first; compile apart.
+- `ppo-cartpole` (`ppo-dmc-gpu`), `sac-cartpole` (`sac-dmc-gpu`), `fastdsac-go1`: training
+  SPS of `runner.train` with the preset, no evaluation, a few chunks (`TRAIN_ROWS`): the median
+  `perf/sps` of the chunks after the first; compile apart.
 - `seeds-1`, `seeds-4`, `seeds-16`: `ppo-cartpole` with 1, 4 and 16 vmapped seeds; "ratio" is
   total SPS over one seed's (`seeds-1` is the `ppo-cartpole` run).
 - `ppo-go1`: `ppo-go1-flat-gpu` trained for `--go1-train-s` with evaluation after every 2nd
@@ -29,9 +27,8 @@ rewritten after each row so a killed run keeps the rows done. Rows, in order (`-
 
 Each row runs in a try/except (its error goes into the row). Rows start only while the elapsed
 time is under `--budget-s` (or `--end-s` minus 45 s); training rows stop after the chunk at which
-training passes `--max-train-s`. Set `JAX_COMPILATION_CACHE_DIR` to reuse compiled programs in a
-second run (the JSON records whether it was set). The JSON also records the GPU, versions, the
-command line and, when run from the kit, its manifest (commit and wheels).
+training passes `--max-train-s`. The JSON also records the GPU, versions, the command line,
+`JAX_COMPILATION_CACHE_DIR` (warm compiles) and, when run from the kit, its manifest.
 """
 
 from __future__ import annotations
@@ -64,9 +61,11 @@ TRAIN_ROWS = {"ppo-cartpole": ("ppo-dmc-gpu", 4, 1), "sac-cartpole": ("sac-dmc-g
 """Row -> (preset, chunks, iterations per chunk at least; off-policy: at least up to the
 iteration where learning starts, so chunks 2.. all learn)."""
 SEED_ROWS = {"seeds-1": 1, "seeds-4": 4, "seeds-16": 16}
-ROWS = ("raw-cartpole", "env-cartpole", "ppo-cartpole", *SEED_ROWS, "raw-go1", "env-go1",
-        "ppo-go1", "sac-cartpole", "fastdsac-go1", "data-parallel")
-"""Default order: most wanted first, so a command cut short loses the least."""
+ROWS = ("ppo-go1", "raw-cartpole", "env-cartpole", "ppo-cartpole", *SEED_ROWS, "raw-go1",
+        "env-go1", "fastdsac-go1", "sac-cartpole", "data-parallel")
+"""Default order: the rows not yet measured on a GPU first (`ppo-go1`'s curve and export lost
+to the TF32 parity failure on the H200, 2026-12-04), then the cheap ones, so a command cut short
+loses the least."""
 GO1_PRESET, GO1_ITERS, GO1_CHUNKS = "ppo-go1-flat-gpu", 24, 200
 """`ppo-go1`: chunks of 24 iterations (3.9M env steps at 8192 envs), evaluated every 2nd."""
 GO1_RESERVE_S = 140.0
