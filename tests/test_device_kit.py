@@ -3,6 +3,7 @@ never ships the GPU machine's own jax/CUDA packages, its assets hold what `gpu_c
 and its device command installs with no index and parses as `gpu_check.py` arguments."""
 
 import importlib.metadata as md
+import json
 import os
 import shlex
 import sys
@@ -76,3 +77,16 @@ def test_device_command_installs_offline_and_its_gpu_check_arguments_parse():
     args = gpu_check.parse_args(words)
     assert args.end_s == 525 and args.artifacts == "$OUT" and not args.quick
     assert set(gpu_check.ROWS) >= {"raw-go1", "env-go1", "ppo-go1", "seeds-16"}
+
+
+def test_gpu_check_quick_raw_and_env_stack_rows(tmp_path):
+    """The raw and training-env rows run (CPU, tiny sizes) and the stack's ratio is computed."""
+    out = tmp_path / "g.json"
+    gpu_check.main(["--quick", "--only", "raw-cartpole", "env-cartpole", "--raw-steps", "5",
+                    "--out", str(out), "--artifacts", str(tmp_path)])
+    rows = json.loads(out.read_text())["rows"]
+    raw, stack = rows["raw-cartpole"], rows["env-cartpole"]
+    assert raw["sps"] > 0 and stack["sps"] > 0, rows
+    assert stack["sps_vs_raw"] == pytest.approx(stack["sps"] / raw["sps"])
+    assert stack["num_envs"] == raw["num_envs"] == gpu_check.QUICK_RAW_ENVS["CartpoleBalance"]
+    assert (tmp_path / "simulator.log").exists()

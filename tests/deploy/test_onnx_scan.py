@@ -229,3 +229,23 @@ def test_sidecar_policy_info_default_and_bad_export_info(ppo_pointmass, tmp_path
     assert res.metadata["policy_info"] == {"deterministic": True}
     with pytest.raises(TypeError, match="JSON"):
         export.policy_info(_FlowInfoAgent(agent, {"steps": np.zeros(2)}))
+
+
+def test_scan_params_of_jax_0_10_and_0_11_forms():
+    """jax <= 0.10: ClosedJaxpr + num_consts/num_carry; jax 0.11: open Jaxpr + flat tree ft_in
+    whose unpack() is (consts, carry, xs), each sized by its leaves."""
+    import jax
+
+    from jaxrl.deploy import onnx_convert
+
+    closed = jax.make_jaxpr(lambda c, x: (c + x, c))(1.0, 2.0)
+
+    class FlatTree(tuple):
+        def unpack(self):
+            return tuple(self)
+
+    old = onnx_convert._scan_body({"jaxpr": closed, "num_consts": 2, "num_carry": 3})
+    assert old[0] is closed.jaxpr and (old[2], old[3]) == (2, 3)
+    new = onnx_convert._scan_body({"jaxpr": closed.jaxpr,
+                                   "ft_in": FlatTree(((None,) * 2, (None,) * 3, (None,)))})
+    assert new[0] is closed.jaxpr and new[1] == [] and (new[2], new[3]) == (2, 3)
