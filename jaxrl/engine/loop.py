@@ -53,6 +53,12 @@ class TrainConfig:
     steps `num_envs / num_devices` envs and holds that share of an off-policy agent's replay
     buffer; gradients and normalizer statistics still cover the whole batch. Must divide
     `num_envs`. Counts the devices of every process after `jax.distributed.initialize`."""
+    max_resets: int | None = None
+    """Most done envs reset in a batch of their own on one step (M): a step with no done env
+    computes no reset, one with at most M done envs resets just those, one with more resets all
+    `num_envs` (`engine.wrappers.reset_done`); every done env gets a fresh start either way, so
+    M changes speed, never results. Raise it for envs where many episodes end at random steps;
+    None: `max(1, num_envs // 16)`."""
     env_impl: str | None = None
     """MJX implementation for Playground envs (`jax` or `warp`); None: `jax` on CPU, and on a GPU
     `warp` when warp-lang is installed, else `jax` (`jaxrl.envs.registry.default_impl`)."""
@@ -116,6 +122,8 @@ class TrainConfig:
             budget = getattr(self, name)
             if budget is not None and not (math.isfinite(budget) and budget > 0):
                 raise ValueError(f"{name} must be positive and finite, got {budget}.")
+        if self.max_resets is not None and self.max_resets <= 0:
+            raise ValueError(f"max_resets must be positive, got {self.max_resets}.")
         if self.episode_length is not None and self.episode_length <= 0:
             raise ValueError(f"episode_length must be positive, got {self.episode_length}.")
 
@@ -142,7 +150,8 @@ def make_env(base_env, cfg: TrainConfig):
     """
     length = cfg.episode_length or base_env.episode_length
     env = randomization.maybe_randomize(base_env, cfg.domain_randomization)
-    return wrappers.wrap_for_training(env, cfg.num_envs, length, cfg.action_repeat)
+    return wrappers.wrap_for_training(env, cfg.num_envs, length, cfg.action_repeat,
+                                      cfg.max_resets)
 
 
 def make_train(agent: Agent, base_env, spec, cfg: TrainConfig, emulate_devices: bool = False):

@@ -28,6 +28,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 DATA_AXIS = "data"
 SEED_AXIS = "seed"
+MEMBER_AXIS = "member"
+"""Name of the members' vmap axis (`member_map`): per-member predicates are reduced over it
+(`wrappers.reset_done`) so that `lax.cond`s stay branches under the vmap."""
 
 
 def member_map(f, in_axes=0):
@@ -35,11 +38,12 @@ def member_map(f, in_axes=0):
     (`S == 1`) runs `f` unbatched, its axis dropped on the way in and added back on the way
     out. Same outputs and shapes, but the trace skips batching every op of the program (MJX's
     solver loops included), which took about a third of a warm start's tracing on a 2-core CPU.
+    The vmap's axis is named `MEMBER_AXIS`.
 
     `in_axes`: 0 or None per positional argument, as `jax.vmap` takes it; outputs are stacked
     on axis 0.
     """
-    vmapped = jax.vmap(f, in_axes=in_axes)
+    vmapped = jax.vmap(f, in_axes=in_axes, axis_name=MEMBER_AXIS)
 
     def call(*args):
         axes = _per_arg(in_axes, len(args))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxrl.engine.parallel import MEMBER_AXIS
 from jaxrl.engine.types import State
 
 
@@ -186,7 +187,23 @@ class AutoReset(Wrapper):
     `traj_id` (int32 `[N]`, a per-slot episode counter: 0 after `reset`, incremented by 1 in
     the slots that are done in a step, so it changes exactly when a new episode starts; goal
     relabeling masks by it like JaxGCRL's `TrajectoryIdWrapper`, `jaxgcrl/utils/env.py`).
+
+    Resets are computed only where they are needed (`reset_done`): a step with no done env
+    computes none, a step with at most `max_resets` (M) done envs resets just those in a batch
+    of M, and only a step with more than M done envs resets all N. Each done env gets
+    `reset(its key)` whichever branch runs, so the results are those of resetting every env and
+    selecting the done ones. The trade-off of M: a step that takes the M branch costs M resets
+    plus a gather and a scatter, one with more done envs costs N; DM Control tasks, whose envs
+    all truncate on the same step, take the N branch once an episode, while envs that terminate
+    at random (falls) mostly take the M branch. Default `max(1, N // 16)`.
     """
+
+    def __init__(self, env, max_resets: int | None = None):
+        super().__init__(env)
+        n = self.env.num_envs
+        self.max_resets = max(1, n // 16) if max_resets is None else int(max_resets)
+        if self.max_resets <= 0:
+            raise ValueError(f"max_resets must be positive, got {max_resets}.")
 
     def reset(self, key: jax.Array) -> State:
         key_env, key_reset = jax.random.split(key)
@@ -200,14 +217,11 @@ class AutoReset(Wrapper):
 
     def step(self, state: State, action: jax.Array) -> State:
         stepped = self.env.step(state, action)
-        # The consumed reset_key must not go through the select below (typed keys under
+        # The consumed reset_key must not go through the resets below (typed keys under
         # jax_debug_key_reuse); it is replaced by keys[:, 1].
         stepped = stepped.replace(info={k: v for k, v in stepped.info.items() if k != "reset_key"})
         keys = jax.vmap(jax.random.split)(state.info["reset_key"])
-        fresh = self.env.reset(keys[:, 0])
-        fresh = fresh.replace(info=dict(stepped.info, **{k: fresh.info[k] for k in fresh.info}))
-        data, obs, info = select_envs(stepped.done, (fresh.data, fresh.obs, fresh.info),
-                                      (stepped.data, stepped.obs, stepped.info))
+        data, obs, info = reset_done(self.env.reset, stepped, keys[:, 0], self.max_resets)
         merged = stepped.replace(data=data, obs=obs, info=info)
         info = dict(merged.info, terminated=stepped.info["terminated"],
                     truncated=stepped.info["truncated"], final_obs=stepped.obs,
@@ -219,9 +233,80 @@ class AutoReset(Wrapper):
                               info=info)
 
 
-def wrap_for_training(env, num_envs: int, episode_length: int, action_repeat: int = 1):
-    """`AutoReset(Vmap(Episode(env)))`: the training env."""
-    return AutoReset(Vmap(Episode(env, episode_length, action_repeat), num_envs))
+def reset_done(reset, stepped: State, keys: jax.Array, max_resets: int):
+    """`(data, obs, info)` of `stepped` with every done env `i` replaced by `reset(keys[i])`.
+
+    Three branches of one `lax.switch`: no env done (no reset computed), at most `max_resets`
+    (M) done (their keys gathered, M resets, scattered back; spare slots reset a clamped key
+    and are dropped), more than M done (N resets and a per-env select). Keys in `info` that
+    the reset does not write keep their stepped values.
+
+    Stoa's `OptimisticResetVmapWrapper` (`stoa/core_wrappers/auto_reset.py`) draws a fixed
+    number of resets every step and, when more envs finish than it drew, hands copies of one
+    start state to several of them; here the N branch covers that case, so every episode starts
+    from its own key. Under a vmap over members (`MEMBER_AXIS`, `parallel.member_map`) a
+    per-member predicate would turn the switch into a select that computes every branch, so
+    the branch index is the maximum over the members: a step resets in the cheapest branch
+    that fits every member.
+    """
+    done = stepped.done > 0
+    n = done.shape[0]
+    count = done.sum()
+    if max_resets >= n:
+        branch = jnp.minimum(count, 1)
+    else:
+        branch = jnp.where(count == 0, 0, jnp.where(count <= max_resets, 1, 2))
+    branch = _max_over_members(branch)
+    current = (stepped.data, stepped.obs, stepped.info)
+
+    def none():
+        return current
+
+    def every():
+        fresh = reset(keys)
+        fresh_info = dict(stepped.info, **{k: fresh.info[k] for k in fresh.info})
+        return select_envs(done, (fresh.data, fresh.obs, fresh_info), current)
+
+    def some():
+        idx = jnp.nonzero(done, size=max_resets, fill_value=n)[0]
+        fresh = reset(keys[jnp.minimum(idx, n - 1)])
+        fresh_info = {k: fresh.info[k] for k in fresh.info}
+        data, obs, info = scatter_envs(idx, n, (fresh.data, fresh.obs, fresh_info),
+                                       (stepped.data, stepped.obs, {k: stepped.info[k]
+                                                                    for k in fresh.info}))
+        return data, obs, dict(stepped.info, **info)
+
+    branches = [none, every] if max_resets >= n else [none, some, every]
+    return jax.lax.switch(branch, branches)
+
+
+def _max_over_members(x: jax.Array) -> jax.Array:
+    """`x` maximized over the members when traced under their vmap, else `x`."""
+    try:
+        return jax.lax.pmax(x, MEMBER_AXIS)
+    except NameError:  # not under the members' vmap: one member
+        return x
+
+
+def scatter_envs(idx: jax.Array, n: int, rows, batch):
+    """`batch` (leaves `[N, ...]`) with row `idx[j]` set to row `j` of `rows` (leaves
+    `[M, ...]`); indices equal to `n` are dropped. Leaves of `batch` whose leading dimension
+    is not N, or whose trailing shape differs from the row's, are kept (as `select_envs`)."""
+    m = idx.shape[0]
+
+    def put(a, b):
+        if (jnp.ndim(b) == 0 or b.shape[0] != n or jnp.ndim(a) == 0 or a.shape[0] != m
+                or a.shape[1:] != b.shape[1:]):
+            return b
+        return b.at[idx].set(a, mode="drop")
+
+    return jax.tree.map(put, rows, batch)
+
+
+def wrap_for_training(env, num_envs: int, episode_length: int, action_repeat: int = 1,
+                      max_resets: int | None = None):
+    """`AutoReset(Vmap(Episode(env)), max_resets)`: the training env."""
+    return AutoReset(Vmap(Episode(env, episode_length, action_repeat), num_envs), max_resets)
 
 
 def wrap_for_eval(env, num_envs: int, episode_length: int, action_repeat: int = 1):
