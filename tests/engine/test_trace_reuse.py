@@ -52,9 +52,10 @@ def test_programs_over_one_env_trace_its_reset_and_step_once():
     a = _program(first, 4)(jax.random.PRNGKey(0))
     b = _program(second, 4)(jax.random.PRNGKey(0))
     np.testing.assert_array_equal(a, b)
-    # AutoReset's reset (one key split in Vmap) and its per-step resets (per-env keys) have
-    # the same [N] key input, so the two programs' 1 + 2 x 3 resets trace `base.reset` once.
-    assert (base.resets, base.steps) == (1, 1)
+    # AutoReset's reset (one key split in Vmap) and its per-step resets of all envs (per-env
+    # keys) have the same [N] key input, and its resets of the done envs alone a [M] one
+    # (`max_resets`, 1 here), so the two programs' resets trace `base.reset` twice.
+    assert (base.resets, base.steps) == (2, 1)
     # Same values as the env stepped without the shared trace (eager, op by op).
     eager = first.reset(jax.random.PRNGKey(0))
     for _ in range(3):
@@ -64,11 +65,12 @@ def test_programs_over_one_env_trace_its_reset_and_step_once():
 
 def test_other_sizes_and_stacks_trace_again():
     base = Counting()
+    # Resets trace twice per stack: all N envs and the M = 1 done ones (`max_resets`).
     _program(wrappers.wrap_for_training(base, 4, 10), 4)(jax.random.PRNGKey(0))
-    _program(wrappers.wrap_for_training(base, 8, 10), 8)(jax.random.PRNGKey(0))  # new shapes
-    assert (base.resets, base.steps) == (2, 2)
+    _program(wrappers.wrap_for_training(base, 8, 10), 8)(jax.random.PRNGKey(0))  # new N
+    assert (base.resets, base.steps) == (3, 2)
     _program(wrappers.wrap_for_training(base, 4, 5), 4)(jax.random.PRNGKey(0))  # new length
-    assert (base.resets, base.steps) == (3, 3)
+    assert (base.resets, base.steps) == (5, 3)
 
 
 def test_env_that_is_not_cacheable_is_traced_every_time():
@@ -76,8 +78,9 @@ def test_env_that_is_not_cacheable_is_traced_every_time():
     base.swapped = True
     env = wrappers.wrap_for_training(base, 2, 10)
     _program(env, 2)(jax.random.PRNGKey(0))
-    # 1 initial reset + 3 steps, each with one auto-reset: nothing reused.
-    assert (base.resets, base.steps) == (4, 3)
+    # 1 initial reset + 3 steps, each with two auto-reset branches (M and N envs): nothing
+    # reused.
+    assert (base.resets, base.steps) == (7, 3)
 
 
 def test_unknown_wrapper_in_the_stack_shares_nothing():
@@ -88,7 +91,7 @@ def test_unknown_wrapper_in_the_stack_shares_nothing():
     for _ in range(2):
         env = wrappers.AutoReset(wrappers.Vmap(wrappers.Episode(Plain(base), 10), 2))
         _program(env, 2)(jax.random.PRNGKey(0))
-    assert (base.resets, base.steps) == (2, 2)  # once per Vmap, not shared across them
+    assert (base.resets, base.steps) == (4, 2)  # per Vmap (N and M resets), not shared
 
 
 def _member_fn(x, scale):
