@@ -12,6 +12,13 @@ from jaxrl.configs import ppo as _ppo  # noqa: F401
 from jaxrl.configs import pql as _pql  # noqa: F401
 from jaxrl.configs import robots as _robots  # noqa: F401
 from jaxrl.configs import sac as _sac  # noqa: F401
-from jaxrl.configs.base import PRESETS, Preset, UnknownPresetError, get, register
+from jaxrl.configs.base import (
+    PRESETS,
+    Preset,
+    UnknownPresetError,
+    get,
+    presets_markdown,
+    register,
+)
 
-__all__ = ["PRESETS", "Preset", "UnknownPresetError", "get", "register"]
+__all__ = ["PRESETS", "Preset", "UnknownPresetError", "get", "presets_markdown", "register"]

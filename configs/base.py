@@ -41,3 +41,11 @@ def get(name: str) -> Preset:
         raise UnknownPresetError(
             f"Unknown preset {name!r}.{hint} Run `jaxrl list presets` for all names.")
     return PRESETS[name]
+
+
+def presets_markdown() -> str:
+    """The README's presets table: one row per registered preset, in registration order."""
+    lines = ["| preset | agent | env | num_envs | what |", "|---|---|---|---:|---|"]
+    lines += [f"| `{p.name}` | `{p.agent}` | `{p.env}` | {p.train.num_envs:,} | {p.description} |"
+              for p in PRESETS.values()]
+    return "\n".join(lines)

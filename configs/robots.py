@@ -29,8 +29,8 @@ What these presets do not reproduce (our PPO cannot express it, or does it diffe
 CPU presets keep each task's algorithm settings (networks, obs keys, gamma, learning rate,
 entropy, clipping, randomization) and shrink only the batch: 64 envs (32 for the humanoids),
 one unroll per update, 4 minibatches, 4 chunks (0.1-1M env steps in all) and 8 eval envs.
-Measured on 2 shared cores: `ppo-go1-flat-cpu` compiles in 78 s and trains at about 2,000 SPS
-(25 s per 51,200-step chunk). They are smoke-size (runs and tests), not tuned to learn there.
+They are smoke-size (runs and tests), not tuned to learn there; an MJX robot program takes
+minutes to compile on 2 CPU cores the first time (the second run loads it from the store).
 
 Off-policy presets for Go1 joystick (flat):
 - `fastdsac-go1-flat-gpu`: FastDSAC-A as released (`luge66/FastDSAC` `fast_dsac/hyperparams.py`,

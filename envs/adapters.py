@@ -94,16 +94,25 @@ class PlaygroundEnv(_Adapter):
 
     def domain_randomizer(self):
         """Playground's randomizer for this env (`registry.get_domain_randomizer`), or None."""
-        from mujoco_playground import registry
-
-        return registry.get_domain_randomizer(self.name)
+        return _quiet_randomizer(self.name)
 
     @staticmethod
     def randomizable_envs() -> tuple[str, ...]:
         """Playground envs that have a domain randomizer in Playground's registry."""
         from mujoco_playground import registry
 
-        return tuple(n for n in registry.ALL_ENVS if registry.get_domain_randomizer(n))
+        return tuple(n for n in registry.ALL_ENVS if _quiet_randomizer(n))
+
+
+def _quiet_randomizer(name: str):
+    """`registry.get_domain_randomizer(name)` without the line Playground prints for an env
+    that has none (our own error says so once, with the envs that have one)."""
+    import io
+
+    from mujoco_playground import registry
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        return registry.get_domain_randomizer(name)
 
 
 # Brax envs whose `step` maps [-1, 1] to the actuator range itself (brax 0.14.2
@@ -164,9 +173,22 @@ def _ctrl_bounds(mj_model, action_size: int) -> tuple[np.ndarray, np.ndarray]:
     return rng[:, 0].copy(), rng[:, 1].copy()
 
 
+REWARD_TERMS = "reward_terms"
+
+
 def _from_playground(s) -> State:
+    """`State` of a Playground state, with the metric `reward_terms`: the sum of the env's
+    `reward/<term>` metrics, as the env logs them (scaled by its reward config, before it
+    multiplies by `dt` and clips). Playground's locomotion envs return
+    `clip(sum(terms) * dt, 0, 1e4)` (`locomotion/go1/joystick.py`), so a policy whose terms sum
+    below zero earns reward 0: `episode/return` (the reward as returned) then sits near 0 while
+    `episode/reward_terms` shows how far below zero the terms are."""
+    metrics = dict(s.metrics)
+    terms = [jnp.asarray(v, jnp.float32) for k, v in metrics.items() if k.startswith("reward/")]
+    if terms:
+        metrics[REWARD_TERMS] = sum(terms[1:], terms[0])
     return State(data=s.data, obs=s.obs, reward=jnp.asarray(s.reward, jnp.float32),
-                 done=jnp.asarray(s.done, jnp.float32), metrics=dict(s.metrics), info=dict(s.info))
+                 done=jnp.asarray(s.done, jnp.float32), metrics=metrics, info=dict(s.info))
 
 
 def _from_brax(s) -> State:

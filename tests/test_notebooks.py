@@ -56,8 +56,15 @@ def test_install_cell_installs_this_project(path, monkeypatch, tmp_path):
     monkeypatch.setenv("JAXRL_SOURCE", "git+https://example.org/jaxrl.git")
     exec(_install_cell(path), {})
     assert calls[-1][-1] == "jaxrl[robots,export] @ git+https://example.org/jaxrl.git"
+    # A CUDA build of jax (a Colab GPU runtime) is upgraded with its plugin, not replaced.
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "jax_cuda12_plugin" else None)
+    exec(_install_cell(path), {})
+    assert calls[-1][-2:] == ["jaxrl[robots,export] @ git+https://example.org/jaxrl.git",
+                              "jax[cuda12]"]
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     monkeypatch.delenv("JAXRL_SOURCE")
     monkeypatch.chdir(tmp_path)  # no checkout here, above or in ./jaxrl
     with pytest.raises(RuntimeError, match="clone its repository"):
         exec(_install_cell(path), {})
-    assert len(calls) == 2 and os.getcwd() == str(tmp_path)
+    assert len(calls) == 3 and os.getcwd() == str(tmp_path)

@@ -18,8 +18,11 @@ traced graph). Output: `action`, float32 `[batch_size, action_size]`.
 Parity: before anything is written, the exported model runs (onnxruntime, or the deserialized
 `jax.export` artifact) on `NUM_PARITY_OBS` observations recorded from a deterministic rollout of
 the same policy in the env, and its actions are compared with the JAX policy's; a maximum
-absolute error above the tolerance (1e-5) raises `ParityError`. The measured error is printed
-by the CLI and stored in the sidecar.
+absolute error above the tolerance (1e-5) raises `ParityError`. The same holds on observations
+far outside the training distribution (`far_observations`: recorded ones times 10 to 1e6, and
+Gaussian draws of those scales), where the normalizer's output is huge: the exported graph must
+match XLA's float32 computation there too. Both errors are printed by the CLI and stored in the
+sidecar.
 
 Policy info: the sidecar's `policy_info` says what the exported policy computes. It is
 `{"deterministic": true}` updated with the agent's optional `export_info()` (a method, or a
@@ -56,6 +59,8 @@ from jaxrl.engine.types import EnvSpec
 FORMATS = ("onnx", "jax")
 EXTENSIONS = {"onnx": ".onnx", "jax": ".jaxexport"}
 NUM_PARITY_OBS = 1000
+NUM_FAR_OBS = 64  # per scale, recorded and drawn each (`far_observations`)
+FAR_SCALES = (10.0, 1e3, 1e6)
 TOLERANCE = 1e-5
 DEFAULT_PLATFORMS = ("cpu", "cuda")  # jax format: a robot's CPU or a Jetson-class GPU
 
@@ -207,6 +212,37 @@ def trace_policy(policy: Callable, spec: EnvSpec, batch_size: int = 1) -> Traced
     return TracedPolicy(fn, closed, names, used, shapes)
 
 
+def far_observations(obs, num: int = NUM_FAR_OBS, scales=FAR_SCALES, seed: int = 0):
+    """Observations far outside what the policy was trained on (a sensor fault, a robot fallen
+    over): for each scale, the first `num` recorded observations times the scale and as many
+    draws of N(0, scale^2), per leaf (`[2 * num * len(scales), ...]`). The normalizer maps them
+    far beyond its statistics, where a graph that reorders or fuses float32 operations
+    differently from XLA would show it."""
+    rng = np.random.default_rng(seed)
+
+    def one(x):
+        base = np.asarray(x, np.float32)[:num]
+        parts = [p for s in scales for p in (
+            base * np.float32(s), (rng.standard_normal(base.shape) * s).astype(np.float32))]
+        return np.concatenate(parts)
+
+    return jax.tree.map(one, obs)
+
+
+def _parity(traced: TracedPolicy, blob: bytes, fmt: str, names: list[str], obs,
+            batch_size: int) -> tuple[float, int]:
+    """(max abs error of the exported model against the JAX policy, observations compared)."""
+    batches = _batches(_leaves(obs, traced.names), batch_size)
+    used = [b for b, u in zip(batches, traced.used, strict=True) if u]
+    # Full float32 matmuls on both sides: GPUs default to TF32 (`jax_default_matmul_precision`),
+    # which is off by ~5e-4 on a 512-256-128 net (H200) although the exported model is exact.
+    with jax.default_matmul_precision("highest"):
+        reference = np.asarray(jax.jit(jax.vmap(traced.fn))(*batches))
+        got = _onnx_outputs(blob, names, used) if fmt == "onnx" else _jax_outputs(blob, used)
+    error = float(np.max(np.abs(got.astype(np.float64) - reference)))
+    return error, reference.shape[0] * batch_size
+
+
 def _leaves(obs, names: tuple[str, ...]) -> list[np.ndarray]:
     if isinstance(obs, dict):
         return [np.asarray(obs[k], np.float32) for k in names]
@@ -305,22 +341,20 @@ def export_policy(agent, agent_state, env, spec: EnvSpec, cfg, out: str, fmt: st
     traced = trace_policy(policy, spec, batch_size)
     blob, facts = _serialize(traced, fmt, platforms)
     obs = record_observations(agent, agent_state, env, spec, cfg, num_parity_obs)
-    batches = _batches(_leaves(obs, traced.names), batch_size)
-    used = [b for b, u in zip(batches, traced.used, strict=True) if u]
     names = [n for n, u in zip(traced.names, traced.used, strict=True) if u]
-    # Full float32 matmuls on both sides: GPUs default to TF32 (`jax_default_matmul_precision`),
-    # which is off by ~5e-4 on a 512-256-128 net (H200) although the exported model is exact.
-    with jax.default_matmul_precision("highest"):
-        reference = np.asarray(jax.jit(jax.vmap(traced.fn))(*batches))
-        got = _onnx_outputs(blob, names, used) if fmt == "onnx" else _jax_outputs(blob, used)
-    error = float(np.max(np.abs(got.astype(np.float64) - reference)))
-    if not error <= tolerance:
-        raise ParityError(f"exported policy differs from the JAX policy by {error:.3g} (max abs "
-                          f"over {reference.shape[0] * batch_size} recorded observations), above "
-                          f"the tolerance {tolerance:g}.")
-    meta = sidecar(traced, spec, cfg, fmt, os.path.basename(out), error, tolerance,
-                   reference.shape[0] * batch_size, dict(facts, **(info or {})),
-                   policy=about, robot=robot_info(env, names if spec.obs_is_dict else None))
+    error, count = _parity(traced, blob, fmt, names, obs, batch_size)
+    far_error, far_count = _parity(traced, blob, fmt, names, far_observations(obs), batch_size)
+    for err, n, what in ((error, count, "recorded"), (far_error, far_count, "far (x10 to x1e6)")):
+        if not err <= tolerance:
+            raise ParityError(f"exported policy differs from the JAX policy by {err:.3g} (max "
+                              f"abs over {n} {what} observations), above the tolerance "
+                              f"{tolerance:g}.")
+    meta = sidecar(traced, spec, cfg, fmt, os.path.basename(out), error, tolerance, count,
+                   dict(facts, **(info or {})), policy=about,
+                   robot=robot_info(env, names if spec.obs_is_dict else None))
+    meta["parity"].update(far_max_abs_error=far_error, far_num_observations=far_count,
+                          far_observations=f"{NUM_FAR_OBS} recorded observations times each of "
+                          f"{list(FAR_SCALES)}, and as many N(0, scale^2) draws")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "wb") as f:
         f.write(blob)

@@ -196,14 +196,17 @@ def check_goal_spec(spec: EnvSpec, agent: str) -> None:
 # --- the registry ----------------------------------------------------------------------------
 
 _AGENTS: dict[str, tuple[type, type]] = {}
+_DESCRIPTIONS: dict[str, str] = {}
 
 
 class UnknownAgentError(ValueError):
     """An agent name that is not registered."""
 
 
-def register(name: str, agent_cls: type, config_cls: type) -> None:
-    """Registers an agent class and its config dataclass under `name` (the CLI's `--agent`).
+def register(name: str, agent_cls: type, config_cls: type, description: str | None = None) -> None:
+    """Registers an agent class and its config dataclass under `name` (the CLI's `--agent`);
+    `description` is its line in `jaxrl list agents` (default: the class docstring's first
+    sentence).
 
     Raises:
         TypeError: `agent_cls` lacks a method of the `Agent` contract.
@@ -215,6 +218,10 @@ def register(name: str, agent_cls: type, config_cls: type) -> None:
     if missing:
         raise TypeError(f"agent {name!r} ({agent_cls.__name__}) lacks {', '.join(missing)}.")
     _AGENTS[name] = (agent_cls, config_cls)
+    if description is None:
+        first = " ".join((agent_cls.__doc__ or "").strip().split("\n\n")[0].split())
+        description = first.split(". ")[0].rstrip(".") + "." if first else ""
+    _DESCRIPTIONS[name] = description
 
 
 def lookup(name: str) -> tuple[type, type]:
@@ -229,6 +236,12 @@ def lookup(name: str) -> tuple[type, type]:
 def list_agents() -> tuple[str, ...]:
     """Registered agent names, in registration order."""
     return tuple(_AGENTS)
+
+
+def describe(name: str) -> str:
+    """The one-line description `name` was registered with (`register`)."""
+    lookup(name)
+    return _DESCRIPTIONS.get(name, "")
 
 
 def registered_name(config_cls: type) -> str | None:

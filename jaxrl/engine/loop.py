@@ -33,7 +33,10 @@ class TrainConfig:
     """Consecutive unrolls collected before one `agent.update` (Brax PPO's
     `batch_size * num_minibatches / num_envs`); the update sees `[T, unrolls * N]`."""
     total_env_steps: int = 1_000_000
-    """Env-step budget; rounded up to whole chunks (the real count is reported)."""
+    """Env-step budget; rounded up to whole chunks (the real count is reported). With
+    `--resume RUN`, a larger value trains a finished or stopped run on, in chunks of its saved
+    size; learning-rate schedules stretch over the new budget from the update reached (PPO's
+    annealed rate restarts at `lr * (1 - done / new total)`)."""
     num_chunks: int = 10
     """Host round trips: progress, logs and evaluation happen between chunks."""
     num_eval_envs: int = 128
@@ -70,7 +73,8 @@ class TrainConfig:
     max_train_seconds: float | None = None
     """Wall-clock budget: stop after the first chunk at which the training time (compile and
     evaluation excluded) reaches this many seconds, as PQL's `max_time`; that chunk is evaluated
-    and saved like the last one. None runs every chunk."""
+    and saved like the last one. None runs every chunk. May change on `--resume` (it counts the
+    whole run's training time)."""
     checkpoint_replay: bool = True
     """Include an off-policy agent's replay buffer in checkpoints. False keeps them small, but
     the buffer restarts empty on resume, so a resumed run is no longer bit-identical."""

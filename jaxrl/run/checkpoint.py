@@ -41,6 +41,7 @@ from jaxrl.run.run_config import (  # noqa: F401 (re-exported: the checkpoint AP
     parse_config,
     read_config,
     resolved_config,
+    write_config,
 )
 
 CHECKPOINT_DIR = "checkpoints"
@@ -270,16 +271,18 @@ class Checkpointer:
     def _broken(self, chunk: int, err: Exception) -> CheckpointError:
         others = [s for s in self.steps() if s != chunk]
         hint = (
-            f" Other saved chunks: {', '.join(map(str, others))} (`--chunk N` loads one; "
-            "`--resume` needs the broken folder moved aside)."
+            f" Other saved chunks: {', '.join(map(str, others))} (`jaxrl eval`, `export` and "
+            "`render` load one with `--chunk N`; `jaxrl train --resume` moves a broken "
+            "checkpoint aside and resumes from the newest readable one)."
             if others
             else ""
         )
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        return CheckpointError(
-            f"checkpoint {os.path.join(self.directory, str(chunk))} cannot be "
-            f"read ({type(err).__name__}: {first[:160]}).{hint}"
-        )
+        reason = (f"checkpoint {os.path.join(self.directory, str(chunk))} cannot be read "
+                  f"({type(err).__name__}: {first.rstrip('.')}).")
+        broken = CheckpointError(reason + hint)
+        broken.reason = reason  # without the hint (`restore.newest_readable`)
+        return broken
 
     def wait(self) -> None:
         """Blocks until pending saves are on disk.
@@ -348,16 +351,31 @@ def restore_runner(
         shardings: where the restored arrays go (`runner.placement`): orbax reads each
             device's shard straight into place (every process its own); None: one device.
     """
+    abstract, fresh = restore_target(agent, env, spec, cfg, hp, shardings)
+    return restore_into(ckpt, chunk, meta, agent, abstract, fresh, shardings)
+
+
+def restore_target(agent, env, spec: EnvSpec, cfg: loop.TrainConfig, hp: dict | None,
+                   shardings=None):
+    """(abstract runner placed by `shardings`, `fresh()` giving a new runner) for
+    `restore_into`, from tracing the run's init."""
     abstract, init, keys, hps = abstract_runner(agent, env, spec, cfg, hp)
     if shardings is not None:
         abstract = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
                                 abstract, shardings)
+    return abstract, lambda: jax.jit(parallel.member_map(init), out_shardings=shardings)(keys, hps)
+
+
+def restore_into(ckpt: Checkpointer, chunk: int, meta: dict, agent, abstract, fresh,
+                 shardings=None) -> loop.RunState:
+    """Checkpoint `chunk` read into the structure `abstract` (shape structs, optionally with
+    shardings); `fresh()` gives a new runner whose empty replay buffer replaces one that was
+    not saved. The structure may hold `warm_start.Opaque` nodes: leaves are read in order."""
     replay = bool(meta.get("replay", True))
     ckpt.agent = agent
     state = ckpt.restore_state(chunk, abstract, replay)
     if not replay and agent.has_replay:
-        fresh = jax.jit(parallel.member_map(init), out_shardings=shardings)(keys, hps)
-        state = fill_replay(agent, state, agent.replay_of(fresh.agent_state))
+        state = fill_replay(agent, state, agent.replay_of(fresh().agent_state))
     if shardings is not None:  # size-0 leaves come back from `unpack` as host arrays
         state = jax.device_put(state, shardings)
     return state

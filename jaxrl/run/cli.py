@@ -53,10 +53,15 @@ def resolve(argv: list[str]):
     return args, args.agent, args.env, args.train, getattr(args, args.agent.replace("-", "_"))
 
 
-def resolve_resume(argv: list[str]):
-    """Parses `jaxrl train --resume RUN_DIR [...]` into (run dir, parsed args).
+TRAIN_ON_FLAGS = ("total_env_steps", "max_train_seconds")
 
-    The run continues with its saved config.json; other flags may only repeat saved values.
+
+def resolve_resume(argv: list[str]):
+    """Parses `jaxrl train --resume RUN_DIR [...]` into (run dir, parsed args, budgets).
+
+    The run continues with its saved config.json; other flags may only repeat saved values,
+    except the budgets (`TRAIN_ON_FLAGS`): those that differ come back as `budgets`
+    (`runner.resume`'s keyword arguments: train on).
 
     Raises:
         ValueError: missing run dir or config (`checkpoint.CheckpointError`), or a flag that
@@ -81,12 +86,16 @@ def resolve_resume(argv: list[str]):
         new, old = getattr(args, attr), getattr(saved, attr)
         diffs += [f"--{prefix}{f.name.replace('_', '-')} {getattr(new, f.name)} (saved: "
                   f"{getattr(old, f.name)})" for f in dataclasses.fields(old)
-                  if getattr(new, f.name) != getattr(old, f.name)]
+                  if getattr(new, f.name) != getattr(old, f.name)
+                  and not (attr == "train" and f.name in TRAIN_ON_FLAGS)]
     if diffs:
         raise ValueError(f"--resume continues {run_dir} with its saved config.json, but "
-                         f"{'; '.join(diffs)}. Drop these flags, or start a new run in another "
-                         "--run-dir.")
-    return run_dir, args
+                         f"{'; '.join(diffs)}. Drop these flags (only --total-env-steps and "
+                         "--max-train-seconds may change on a resume: they train on), or "
+                         "start a new run in another --run-dir.")
+    budgets = {k: getattr(args.train, k) for k in TRAIN_ON_FLAGS
+               if getattr(args.train, k) != getattr(cfg, k)}
+    return run_dir, args, budgets
 
 
 def train(argv: list[str]) -> None:
@@ -100,9 +109,10 @@ def train(argv: list[str]) -> None:
 
     try:
         if _flag_value(argv, "--resume") is not None:
-            run_dir, args = resolve_resume(argv)
+            run_dir, args, budgets = resolve_resume(argv)
             process.provide_cpu_devices(args.train.num_seeds)
-            result = runner.resume(run_dir, args.progress)
+            result = runner.resume(run_dir, args.progress, programs=process.program_store(),
+                                   **budgets)
         else:
             args, agent_name, env_name, cfg, agent_cfg = resolve(argv)
             process.provide_cpu_devices(cfg.num_seeds)
@@ -151,15 +161,21 @@ def list_cmd(what: Annotated[Literal["envs", "agents", "presets"], tyro.conf.Pos
             for name, reason in missing.items():
                 print(f"  {name}: {reason}")
     elif what == "agents":
-        list_agents = _registry().list_agents
-
-        print("\n".join(list_agents()))
+        registry = _registry()
+        names = registry.list_agents()
+        width = max(map(len, names))
+        print("\n".join(f"{n:{width}s}  {registry.describe(n)}" for n in names))
     else:
         from jaxrl import configs
 
-        for p in configs.PRESETS.values():
-            print(f"{p.name:20s} agent={p.agent:5s} env={p.env:23s} "
-                  f"num_envs={p.train.num_envs:<5d} {p.description}")
+        rows = [(p.name, p.agent, p.env, f"{p.train.num_envs:,}", p.description)
+                for p in configs.PRESETS.values()]
+        rows.insert(0, ("preset", "agent", "env", "num_envs", "description"))
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        for r in rows:
+            print("  ".join(f"{c:>{w}s}" if i == 3 else f"{c:{w}s}"
+                            for i, (c, w) in enumerate(zip(r[:4], widths, strict=True)))
+                  + "  " + r[4])
 
 
 

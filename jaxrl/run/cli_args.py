@@ -24,8 +24,10 @@ class CommonArgs:
     run_dir: str | None = None
     """Output folder (config, metrics.jsonl, TensorBoard, final params); default runs/<name>."""
     resume: str | None = None
-    """Continue the run in this folder from its latest checkpoint, with its saved config.json
-    (other flags may only repeat the saved values)."""
+    """Continue the run in this folder from its newest readable checkpoint (a broken one is
+    moved aside to checkpoints-broken/), with its saved config.json: other flags may only
+    repeat the saved values, except --total-env-steps (above the saved budget: train a finished
+    run on) and --max-train-seconds."""
     progress: bool = True
     """Show the progress bar."""
     compile_cache: bool = True

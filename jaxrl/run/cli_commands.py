@@ -133,7 +133,9 @@ def export_cmd(argv: list[str]) -> None:
           + f" -> action {meta['output']['shape']}"
           + (f" at {hz:g} Hz" if hz else "")
           + f"; parity max abs error {result.max_abs_error:.3g} over "
-          f"{meta['parity']['num_observations']} recorded observations "
+          f"{meta['parity']['num_observations']} recorded observations and "
+          f"{meta['parity']['far_max_abs_error']:.3g} over "
+          f"{meta['parity']['far_num_observations']} far ones (x10 to x1e6) "
           f"(tolerance {meta['parity']['tolerance']:g})")
 
 

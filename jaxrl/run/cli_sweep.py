@@ -24,6 +24,9 @@ from jaxrl.run.cli_commands import COMMANDS
 
 GRID_HELP = ("Grid points: NAME=V1,V2,... per float hyperparameter (e.g. "
              "ppo.learning_rate=1e-4,3e-4); several names make the cartesian product.")
+RESUME_HELP = ("Continue the sweep in this sweep dir from its members' latest common "
+               "checkpoint, with its saved sweep.json (no other flag but --no-progress and the "
+               "process flags).")
 RANDOM_HELP = ("Random search: NAME=uniform:LOW:HIGH or NAME=loguniform:LOW:HIGH; "
                "--num-samples draws (per grid point when --grid is given too).")
 
@@ -44,6 +47,10 @@ def sweep_args_type():
         ("sweep_dir", Annotated[str | None, tyro.conf.arg(
             help="Output folder: sweep.json, members/<name>/ run dirs, summary.{md,json,csv,"
                  "png}; default runs/sweep-<agent>-<env>-<time>.")],
+         dataclasses.field(default=None)),
+        # train's own flags with another meaning here: the sweep's help, or none at all.
+        ("run_dir", Annotated[str | None, tyro.conf.Suppress], dataclasses.field(default=None)),
+        ("resume", Annotated[str | None, tyro.conf.arg(help=RESUME_HELP)],
          dataclasses.field(default=None)),
     ]
     return dataclasses.make_dataclass("SweepArgs", fields, bases=(base,), frozen=True)
@@ -82,6 +89,14 @@ def resolve(argv: list[str]):
     return args, sweep_spec.members(points, seeds), args.train, agent_cfg
 
 
+def _check_dir_flags(argv: list[str]) -> None:
+    """`--run-dir` is train's: a sweep's output folder is `--sweep-dir` (one name for one
+    thing; tyro alone would print its own usage text)."""
+    if any(a == "--run-dir" or a.startswith("--run-dir=") for a in argv):
+        raise ValueError("jaxrl sweep names its output folder with --sweep-dir (each member's "
+                         "run dir is <sweep-dir>/members/<name>); --run-dir is train's flag.")
+
+
 def _check_resume_flags(argv: list[str]) -> str:
     allowed = {"--resume", "--progress", "--no-progress", "--no-compile-cache",
                "--compile-cache", "--coordinator-address", "--num-processes", "--process-id"}
@@ -103,6 +118,7 @@ def main(argv: list[str]) -> None:
     from jaxrl.run import process, runner, sweep
 
     try:
+        _check_dir_flags(argv)
         if cli._flag_value(argv, "--resume") is not None:
             sweep_dir = _check_resume_flags(argv)
             process.provide_cpu_devices(len(sweep.read_sweep(sweep_dir)["members"]))

@@ -77,7 +77,9 @@ class Logger:
         self.start = time.time()
 
     def message(self, text: str) -> None:
-        self.console.print(text)
+        """Prints `text` to stderr as one line (paths and brackets as they are: no wrapping at
+        the terminal's width, no rich markup), above the progress bar when it is shown."""
+        self.console.print(text, soft_wrap=True, markup=False, highlight=False)
 
     def log(self, record: dict) -> None:
         """`record` holds `env_steps` and float metrics; writes JSONL, TensorBoard, W&B
@@ -92,7 +94,7 @@ class Logger:
             self._wandb.log(scalar_metrics(record), step=step)
         if self._progress:
             ret = record.get("eval/episode_return", record.get("episode/return"))
-            sps = record.get("perf/sps")
+            sps = run_sps(record)
             self._progress.update(self._task, completed=step,
                                   sps=f"{sps:,.0f}" if sps is not None else "-",
                                   ret=f"{ret:.1f}" if ret is not None else "-")
@@ -106,6 +108,16 @@ class Logger:
             self._tb.close()
         if self._wandb:
             self._wandb.finish()
+
+
+def run_sps(record: dict) -> float | None:
+    """The run's SPS as the progress bar and `jaxrl train`'s done line say it: env steps (all
+    seeds) over training seconds (compile and evaluation excluded) since the run began, from a
+    record's `env_steps` and `wall_time`. The record's own `perf/sps` is the same ratio for its
+    chunk alone."""
+    if "wall_time" not in record or record["wall_time"] <= 0:
+        return record.get("perf/sps")
+    return record["env_steps"] / record["wall_time"]
 
 
 def read_jsonl(path: str) -> list[dict]:

@@ -51,6 +51,15 @@ def resolved_config(
     return out
 
 
+def write_config(run_dir: str, resolved: dict) -> None:
+    """Writes `<run_dir>/config.json` atomically (a temporary file renamed into place)."""
+    os.makedirs(run_dir, exist_ok=True)
+    path = os.path.join(run_dir, CONFIG_FILE)
+    with open(path + ".tmp", "w") as f:
+        json.dump(resolved, f, indent=2, default=str)
+    os.replace(path + ".tmp", path)
+
+
 def read_config(run_dir: str) -> dict:
     """Reads `<run_dir>/config.json`.
 

@@ -15,8 +15,10 @@ first and the last chunk finish the current chunk, save it and raise `TrainingIn
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
+import shutil
 import time
 
 import jax
@@ -24,7 +26,7 @@ import numpy as np
 
 from jaxrl.engine import loop, parallel, randomization, rollout, wrappers
 from jaxrl.engine.contract import Agent
-from jaxrl.run import checkpoint, distributed, guards, warm_start, watchdog
+from jaxrl.run import checkpoint, distributed, guards, restore, warm_start, watchdog
 from jaxrl.run.assemble import build, build_agent, eval_key, key_like, seed_keys, stack_hp
 from jaxrl.run.devices import compile_chunk, compile_init, initial_state, placement  # noqa: F401
 from jaxrl.run.guards import NonFiniteError, TrainingInterrupted  # noqa: F401 (public here)
@@ -172,9 +174,7 @@ def train(
         agent_name, env_name, cfg, agent_config, spec, hp, resolved
     )
     if run_dir and distributed.is_primary():
-        os.makedirs(run_dir, exist_ok=True)
-        with open(os.path.join(run_dir, checkpoint.CONFIG_FILE), "w") as f:
-            json.dump(resolved, f, indent=2, default=str)
+        checkpoint.write_config(run_dir, resolved)
     keys, hps = seed_keys(cfg), stack_hp(hp, cfg.num_seeds)
 
     def cold(note, env=env):
@@ -198,56 +198,120 @@ def train(
                     wait_text="loading the stored compiled programs (warm start) ...")
 
 
-def resume(run_dir: str, progress: bool = True) -> RunResult:
-    """Continues the run in `run_dir` from its latest checkpoint with its saved config.
+def resume(run_dir: str, progress: bool = True, programs: str | None = None,
+           total_env_steps: int | None = None,
+           max_train_seconds: float | None = None) -> RunResult:
+    """Continues the run in `run_dir` from its newest readable checkpoint with its saved config.
 
     Metrics records after that checkpoint (a run killed between saves) are dropped from
-    `metrics.jsonl` and computed again, so the file ends as an uninterrupted run's would.
+    `metrics.jsonl` and computed again, so the file ends as an uninterrupted run's would. A
+    checkpoint that cannot be read is moved aside to `checkpoints-broken/` with a warning and
+    the next older one is used (`restore.newest_readable`).
+
+    Args:
+        programs: the warm-start store (`train`'s): when it holds this config's programs the
+            resume loads them (the env is never built, nothing is traced or compiled);
+            otherwise it compiles and stores them. None: always compile, store nothing.
+        total_env_steps: train on to this many env steps per seed (above the saved budget;
+            a finished run continues; `restore.train_on` says how schedules stretch).
+        max_train_seconds: a new time budget (the whole run's training time).
 
     Raises:
-        checkpoint.CheckpointError: no run dir, config or checkpoint; unreadable checkpoint;
-            the run already finished (all before compiling).
+        checkpoint.CheckpointError: no run dir, config or checkpoint; no checkpoint can be
+            read; the run already finished (all before compiling).
+        ValueError: a budget that does not train on.
         NonFiniteError, TrainingInterrupted: as `train`.
     """
     resolved = checkpoint.read_config(run_dir)
     agent_name, env_name, cfg, agent_config, hp = checkpoint.parse_config(resolved)
-    if not checkpoint.existing_steps(run_dir):
+    saved = checkpoint.existing_steps(run_dir)
+    if not saved:
         raise checkpoint.CheckpointError(
             f"no checkpoint in {run_dir!r}: the run stopped before its first checkpoint, so "
-            "there is nothing to resume: start it again."
-        )
-    reader = checkpoint.Checkpointer(run_dir, read_only=True)
-    try:
-        step = reader.select()
-        meta = reader.restore_meta(step)
-        if step >= cfg.num_chunks:
-            raise checkpoint.CheckpointError(
-                f"the run in {run_dir!r} already finished (chunk {step} of {cfg.num_chunks})."
-            )
-        agent, env, spec = build(agent_name, env_name, cfg, agent_config)
-        notes = []  # said once the logger is up
-        mesh, shardings = placement(agent, env, spec, cfg, hp, notes.append)
-        state = checkpoint.restore_runner(reader, step, meta, agent, env, spec, cfg, hp,
-                                          shardings)
-    finally:
-        reader.close()
-    # One record per completed chunk. Checkpoints written before the meta was snapshotted at
-    # save time could hold the next chunk's record too: those are dropped and computed again.
-    records = list(meta["records"])[:step]
-    if len(records) != step:
+            "there is nothing to resume: start it again.")
+    cfg, resolved = restore.train_on(resolved, cfg, total_env_steps, max_train_seconds)
+    if saved[-1] >= cfg.num_chunks:
         raise checkpoint.CheckpointError(
-            f"checkpoint {step} in {run_dir!r} holds {len(records)} metrics records for "
-            f"{step} chunks: it is inconsistent; move it aside to resume from an earlier one.")
+            f"the run in {run_dir!r} already finished (chunk {saved[-1]} of {cfg.num_chunks}); "
+            f"train it on with `jaxrl train --resume {run_dir} --total-env-steps N`, N above "
+            f"{cfg.real_total_env_steps:,}.")
+    warm = restore.stored_programs(programs, agent_name, env_name, cfg, agent_config, hp)
+    stored = _stored(warm)
+    notes = []  # said once the logger is up
+    if stored is not None:
+        agent = build_agent(agent_name, cfg, agent_config, warm.meta["spec"])
+    else:
+        agent, env, spec = build(agent_name, env_name, cfg, agent_config)
+    hp = hp or agent.default_hp()
+    keys, hps = seed_keys(cfg), stack_hp(hp, cfg.num_seeds)
+    if stored is not None:
+        fresh = stored[0](keys, hps)
+        shardings = jax.tree.map(lambda x: x.sharding, fresh)
+        abstract = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), fresh)
+        read = functools.partial(_read, agent=agent, abstract=abstract, fresh=lambda: fresh,
+                                 shardings=shardings)
+    else:
+        mesh, shardings = placement(agent, env, spec, cfg, hp, notes.append)
+        read = functools.partial(_read_built, agent=agent, env=env, spec=spec, cfg=cfg, hp=hp,
+                                 shardings=shardings)
+    step, meta, state = restore.newest_readable(run_dir, read, notes.append)
+    records = list(meta["records"])[:step]
     if distributed.is_primary():
         _rewrite_metrics(run_dir, records)
+        if total_env_steps is not None or max_train_seconds is not None:
+            checkpoint.write_config(run_dir, resolved)
 
     def prepare(note):
         for text in notes:
             note(text)
-        compiled, evaluator = _programs(agent, env, spec, cfg, state, mesh, shardings)
-        return state, compiled, evaluator, _members_text(cfg, mesh), "compiled"
+        if stored is not None:
+            return state, stored[1], stored[2], warm.meta["info"]["members"], \
+                "loaded the compiled programs"
+        with warm.compiling():
+            compiled, evaluator = _programs(agent, env, spec, cfg, state, mesh, shardings)
+            text = _members_text(cfg, mesh)
+            if warm.key is not None:
+                init, _ = loop.make_train(agent, env, spec, cfg)
+                evaluator = warm.store_programs(compile_init(init, keys, hps, shardings),
+                                                compiled, evaluator, state, cfg, spec, text, note)
+        return state, compiled, evaluator, text, "compiled"
 
-    return _session(agent, cfg, prepare, run_dir, progress, resolved, records)
+    return _session(agent, cfg, prepare, run_dir, progress, resolved, records,
+                    wait_text="loading the stored compiled programs (warm start) ..."
+                    if stored is not None else "compiling ...")
+
+
+def _stored(warm: warm_start.WarmStart):
+    """(init, chunk, evaluator or None) loaded from the store, or None when nothing is stored
+    or an entry does not load (then deleted: the resume compiles and stores it again)."""
+    if warm.meta is None:
+        return None
+    try:
+        init, chunk = warm.loading["init"].result(), warm.loading["chunk"].result()
+        evaluator = warm.loading["evaluator"].result()
+    except Exception:  # noqa: BLE001  (a broken or foreign entry: compile)
+        shutil.rmtree(warm.where, ignore_errors=True)
+        return None
+    return init, chunk, evaluator
+
+
+def _read(reader, step: int, meta: dict, agent, abstract, fresh, shardings):
+    """`restore.newest_readable`'s restore: the runner of checkpoint `step`; a checkpoint
+    whose metrics records do not match its chunk count is unreadable too."""
+    # Checkpoints written before the meta was snapshotted at save time could hold the next
+    # chunk's record too: those are dropped and computed again.
+    if len(list(meta["records"])[:step]) != step:
+        raise checkpoint.CheckpointError(
+            f"checkpoint {step} holds {len(meta['records'])} metrics records for {step} "
+            "chunks: it is inconsistent.")
+    return checkpoint.restore_into(reader, step, meta, agent, abstract, fresh, shardings)
+
+
+def _read_built(reader, step: int, meta: dict, agent, env, spec, cfg, hp, shardings):
+    """`_read` for a run whose env is built: the structure comes from tracing its init."""
+    abstract, fresh = checkpoint.restore_target(agent, env, spec, cfg, hp, shardings)
+    return _read(reader, step, meta, agent, abstract, fresh, shardings)
 
 
 def _programs(agent: Agent, env, spec, cfg, runner, mesh, shardings):
@@ -270,7 +334,7 @@ def _rewrite_metrics(run_dir: str, records: list[dict]) -> None:
 
 
 def _session(agent: Agent, cfg, prepare, run_dir, progress, resolved, records=(),
-             wait_text: str = "compiling (1-3 min for MJX envs on CPU) ..."):
+             wait_text: str = "compiling ..."):
     """Compiles (`prepare(note) -> (runner, chunk, evaluator, members text, verb)`, saying
     `wait_text` first), runs the chunks after `len(records)`, saves final params and summary."""
     saver = (checkpoint.Checkpointer(run_dir, cfg.keep_checkpoints, cfg.checkpoint_replay,
@@ -288,7 +352,8 @@ def _session(agent: Agent, cfg, prepare, run_dir, progress, resolved, records=()
             layout = layout_name(agent, cfg)
             logger.message(
                 f"{verb} in {compile_s:.1f} s; {cfg.real_total_env_steps:,} env steps "
-                f"per seed x {cfg.num_seeds} seed(s); layout {layout}{members}")
+                f"per seed x {cfg.num_seeds} seed{'' if cfg.num_seeds == 1 else 's'}; "
+                f"layout {layout}{members}")
             dog.beat(f"chunk {len(records) + 1}")
             with guards.StopOnSignal() as stop:
                 runner, records, train_s = _run_chunks(

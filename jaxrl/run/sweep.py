@@ -221,7 +221,8 @@ def _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progres
         with watchdog.Watchdog(cfg.watchdog_seconds, sweep_dir) as dog:
             dog.beat("compiling the sweep program")
             t0 = time.time()
-            bar.message(f"compiling {len(members)} members as one program ...")
+            n = len(members)
+            bar.message(f"compiling {n} member{'' if n == 1 else 's'} as one program ...")
             mesh, shardings = runner.placement(agent, env, spec, scfg, None, bar.message)
             state = start(shardings)
             savers += _savers(state, members, sweep_dir, cfg, agent, len(records[0]))

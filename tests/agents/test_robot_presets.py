@@ -171,6 +171,9 @@ def test_cpu_preset_trains_and_logs_reward_terms_per_episode(name, clipped, tmp_
                   if k.startswith("episode/reward/")}
         assert set(logged) == terms, set(logged) ^ terms
         total = dt * sum(logged.values())
+        # Their unclipped sum, logged beside the return (the clip is visible, not a puzzle).
+        assert math.isclose(rec["episode/reward_terms"], sum(logged.values()), rel_tol=1e-4,
+                            abs_tol=1e-4)
         if clipped:
             assert rec["episode/return"] >= total - 1e-4
         else:

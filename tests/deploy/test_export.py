@@ -95,6 +95,31 @@ def test_sidecar_fields(trained, tmp_path):
     assert meta["versions"]["onnxruntime"] == ort.__version__
     assert meta["parity"]["num_observations"] == 1000
     assert meta["parity"]["max_abs_error"] == res.max_abs_error <= 1e-5
+    assert meta["parity"]["far_num_observations"] == 2 * 64 * 3  # x10, x1e3, x1e6
+    assert meta["parity"]["far_max_abs_error"] <= 1e-5
+
+
+def test_far_observations_catch_a_graph_that_differs_only_out_of_distribution(trained):
+    """A graph that clips its input just outside the recorded range (as a converter bug
+    could) matches on the recorded rollout but not on the far observations, so the export
+    check would refuse it."""
+    _, result, agent, env, spec = trained
+    state = _seed_state(result, 0)
+    obs = export.record_observations(agent, state, env, spec, CFG, 200, seed=1)
+    far = export.far_observations(obs, num=8)
+    assert far.shape == (2 * 8 * 3, 2) and far.dtype == np.float32
+    assert np.isfinite(far).all()
+    np.testing.assert_allclose(far[32:40], obs[:8] * 1e3, rtol=1e-6)
+    assert np.abs(far[-8:]).max() > 1e5  # N(0, 1e12) draws
+    policy = export.deterministic_policy(agent, state, spec)
+    traced = export.trace_policy(policy, spec)
+    bound = 1.5 * float(np.abs(obs).max())
+    clipped = export.trace_policy(lambda o: policy(jnp.clip(o, -bound, bound)), spec)
+    blob, _ = export._serialize(clipped, "onnx", None)
+    error, count = export._parity(traced, blob, "onnx", ["obs"], obs, 1)
+    assert count == 200 and error <= 1e-5
+    far_error, count = export._parity(traced, blob, "onnx", ["obs"], far, 1)
+    assert count == 48 and far_error > 1e-2
 
 
 def test_jax_format_round_trip(trained, tmp_path):

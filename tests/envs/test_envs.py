@@ -108,6 +108,19 @@ def test_env_resets_and_steps_under_jit(name):
     np.testing.assert_array_equal(ended, 1.0)  # terminated early or hit the time limit of 3
 
 
+def test_playground_reward_terms_are_summed_into_a_metric():
+    from jaxrl.envs import adapters
+
+    state = types.SimpleNamespace(
+        data=None, obs=jnp.zeros(2), reward=0.0, done=0.0, info={},
+        metrics={"reward/tracking": 1.5, "reward/torques": -4.0, "swing_peak": 9.0})
+    out = adapters._from_playground(state)
+    assert float(out.metrics["reward_terms"]) == -2.5  # 1.5 - 4.0; other metrics left out
+    assert out.metrics["swing_peak"] == 9.0
+    plain = types.SimpleNamespace(**dict(vars(state), metrics={"x": 1.0}))
+    assert "reward_terms" not in adapters._from_playground(plain).metrics
+
+
 def test_unknown_env_suggests_close_names():
     with pytest.raises(UnknownEnvError, match="CartpoleBalance"):
         make("CartPoleBalance")

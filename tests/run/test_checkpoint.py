@@ -306,8 +306,8 @@ def no_training(monkeypatch):
     monkeypatch.setitem(toy.TOY_ENVS, "PointMassWide", PointMassWide)
 
 
-def _corrupt(run_dir: str) -> None:
-    state = os.path.join(run_dir, "checkpoints", "2", "state")
+def _corrupt(run_dir: str, chunk: int = 2) -> None:
+    state = os.path.join(run_dir, "checkpoints", str(chunk), "state")
     for root, _, files in os.walk(state):
         for name in files:
             with open(os.path.join(root, name), "wb") as f:
@@ -325,7 +325,6 @@ BAD_INPUT = [
     (["train", "--resume", "{missing}"], "does not exist"),
     (["train", "--resume", "{straight}"], "already finished (chunk 4 of 4)"),
     (["train", *CLI_FLAGS, "--run-dir", "{partial}"], "already holds checkpoints (chunks 1, 2)"),
-    (["train", "--resume", "{corrupt}"], "checkpoints/2 cannot be read"),
     (["eval", "{missing}"], "does not exist"),
     (["eval", "{straight}", "--seed-index", "1"], "--seed-index 1 is out of range"),
     (["eval", "{straight}", "--episodes", "0"], "--episodes must be positive"),

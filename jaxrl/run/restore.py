@@ -1,0 +1,123 @@
+"""What `runner.resume` needs around a checkpoint: the newest readable one, a larger budget to
+train on to, and the stored compiled programs of the run.
+
+- `newest_readable`: a checkpoint that cannot be read (a file truncated by a full disk, a
+  half-copied folder) is moved aside to `<run_dir>/checkpoints-broken/` (never deleted) and
+  the next older one is tried, as orbax's own `CheckpointManager` never does by itself.
+- `train_on`: `jaxrl train --resume RUN --total-env-steps N` continues a finished or stopped
+  run past its saved budget (Stable-Baselines3's `learn(reset_num_timesteps=False)` and
+  rl_games' `--checkpoint` with a larger `max_epochs` offer the same), in whole chunks of the
+  saved size.
+- `stored_programs`: a resume whose config is the one a `jaxrl train` run stored programs for
+  (`jaxrl.run.warm_start`) loads them instead of compiling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+from jaxrl.engine import loop
+from jaxrl.run import checkpoint, warm_start
+from jaxrl.run.run_config import CheckpointError
+
+BROKEN_DIR = "checkpoints-broken"
+
+
+def newest_readable(run_dir: str, restore, note) -> tuple[int, dict, object]:
+    """(chunk, meta, `restore(reader, chunk, meta)`) of the newest checkpoint that reads.
+
+    Checkpoints are tried newest first; `restore` raises `CheckpointError` for one that
+    cannot be read. Once one reads, each newer one that did not is moved aside (`move_aside`)
+    and said through `note(text)`. When none reads, nothing is moved and the error names
+    every checkpoint and why (a config that no longer fits the code fails them all alike).
+    """
+    failures = []
+    reader = checkpoint.Checkpointer(run_dir, read_only=True)
+    try:
+        for chunk in reversed(reader.steps()):
+            try:
+                meta = reader.restore_meta(chunk)
+                out = restore(reader, chunk, meta)
+            except CheckpointError as err:
+                failures.append((chunk, err))
+                continue
+            break
+        else:
+            raise CheckpointError(
+                f"no checkpoint in {run_dir!r} can be read: "
+                + " ".join(_reason(err) for _, err in failures))
+    finally:
+        reader.close()
+    for bad, err in failures:
+        where = move_aside(run_dir, bad)
+        note(f"warning: {_reason(err)} Moved it to {where}; resuming from chunk {chunk}.")
+    return chunk, meta, out
+
+
+def _reason(err: CheckpointError) -> str:
+    return getattr(err, "reason", str(err))
+
+
+def move_aside(run_dir: str, chunk: int) -> str:
+    """Moves `checkpoints/<chunk>` to `checkpoints-broken/<chunk>` (`-2`, `-3`... when taken);
+    returns the new path."""
+    folder = os.path.join(run_dir, BROKEN_DIR)
+    os.makedirs(folder, exist_ok=True)
+    dest, n = os.path.join(folder, str(chunk)), 1
+    while os.path.exists(dest):
+        n += 1
+        dest = os.path.join(folder, f"{chunk}-{n}")
+    os.rename(os.path.join(run_dir, checkpoint.CHECKPOINT_DIR, str(chunk)), dest)
+    return dest
+
+
+def train_on(resolved: dict, cfg: loop.TrainConfig, total_env_steps: int | None = None,
+             max_train_seconds: float | None = None) -> tuple[loop.TrainConfig, dict]:
+    """(config, resolved config) of a resume that trains to `total_env_steps` per seed.
+
+    The chunk size stays the saved one (`iterations_per_chunk`), so chunks already done stay
+    valid: the new budget is rounded up to whole chunks, and `num_chunks` grows to hold it.
+    Schedules over the run's length (PPO's `anneal_lr`, the SAC family's cosine
+    `lr_schedule`) read the new length: they stretch over the new budget from the update the
+    run reached, so an annealed learning rate that reached zero starts again at
+    `lr * (1 - done / new total)`. `max_train_seconds` replaces the saved time budget (which
+    counts the training time of the whole run, chunks before the resume included).
+
+    Raises:
+        ValueError: a budget not above the saved one (before anything is built).
+    """
+    if total_env_steps is None and max_train_seconds is None:
+        return cfg, resolved
+    new = cfg
+    if total_env_steps is not None:
+        if total_env_steps <= cfg.real_total_env_steps:
+            raise ValueError(
+                f"--total-env-steps {total_env_steps:,} does not train on: the run's budget is "
+                f"already {cfg.real_total_env_steps:,} env steps per seed. Give a larger one.")
+        per_chunk = cfg.iterations_per_chunk * cfg.env_steps_per_iteration
+        chunks = math.ceil(total_env_steps / per_chunk)
+        new = dataclasses.replace(new, total_env_steps=chunks * per_chunk, num_chunks=chunks)
+        assert new.iterations_per_chunk == cfg.iterations_per_chunk
+    if max_train_seconds is not None:
+        new = dataclasses.replace(new, max_train_seconds=max_train_seconds)
+    new.validate()
+    history = list(resolved.get("trained_on", [])) + [{
+        "total_env_steps": cfg.total_env_steps, "num_chunks": cfg.num_chunks,
+        "max_train_seconds": cfg.max_train_seconds}]
+    return new, dict(resolved, train=dataclasses.asdict(new),
+                     trained_on=history)
+
+
+def stored_programs(folder: str | None, agent_name: str, env_name: str, cfg, agent_config,
+                    hp: dict) -> warm_start.WarmStart:
+    """The store's view of a resumed run (`warm_start.lookup`), loading when found. A
+    `jaxrl train` run stores its programs under the agent's default hyperparameters (`hp`
+    None), an API run under the ones it was given: both keys are tried. The hyperparameters
+    are arguments of the programs (the resumed values come from the checkpoint)."""
+    warm = warm_start.lookup(folder, agent_name, env_name, cfg, agent_config, hp)
+    if warm.meta is None:
+        default = warm_start.lookup(folder, agent_name, env_name, cfg, agent_config, None)
+        warm = default if default.meta is not None else warm
+    return warm
