@@ -17,6 +17,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import shutil
+
+import jax
 
 from jaxrl.engine import loop
 from jaxrl.run import checkpoint, warm_start
@@ -121,3 +124,47 @@ def stored_programs(folder: str | None, agent_name: str, env_name: str, cfg, age
         default = warm_start.lookup(folder, agent_name, env_name, cfg, agent_config, None)
         warm = default if default.meta is not None else warm
     return warm
+
+
+def load_stored(warm: warm_start.WarmStart, note):
+    """(init, chunk, evaluator or None) loaded from the store, or None when nothing is stored
+    or an entry does not load (said through `note` and deleted: the resume compiles and
+    stores it again)."""
+    if warm.meta is None:
+        return None
+    try:
+        init, chunk = warm.loading["init"].result(), warm.loading["chunk"].result()
+        evaluator = warm.loading["evaluator"].result()
+    except Exception as err:  # noqa: BLE001  (a broken or foreign entry: compile)
+        note(f"the stored programs did not load ({type(err).__name__}: {err}); compiling")
+        shutil.rmtree(warm.where, ignore_errors=True)
+        return None
+    return init, chunk, evaluator
+
+
+def stored_target(init, keys, hps):
+    """(abstract runner, `fresh()`, shardings) from a loaded init program: its output's
+    shapes and placement, without running it (a fresh runner is made only to fill a replay
+    buffer that was not saved)."""
+    shardings = init.output_shardings
+    abstract = jax.tree.map(lambda o, s: jax.ShapeDtypeStruct(o.shape, o.dtype, sharding=s),
+                            init.out_info, shardings)
+    return abstract, lambda: init(keys, hps), shardings
+
+
+def read_runner(reader, step: int, meta: dict, agent, abstract, fresh, shardings):
+    """`restore.newest_readable`'s restore: the runner of checkpoint `step`; a checkpoint
+    whose metrics records do not match its chunk count is unreadable too."""
+    # Checkpoints written before the meta was snapshotted at save time could hold the next
+    # chunk's record too: those are dropped and computed again.
+    if len(list(meta["records"])[:step]) != step:
+        raise checkpoint.CheckpointError(
+            f"checkpoint {step} holds {len(meta['records'])} metrics records for {step} "
+            "chunks: it is inconsistent.")
+    return checkpoint.restore_into(reader, step, meta, agent, abstract, fresh, shardings)
+
+
+def read_built(reader, step: int, meta: dict, agent, env, spec, cfg, hp, shardings):
+    """`read_runner` for a run whose env is built: the structure comes from tracing its init."""
+    abstract, fresh = checkpoint.restore_target(agent, env, spec, cfg, hp, shardings)
+    return read_runner(reader, step, meta, agent, abstract, fresh, shardings)

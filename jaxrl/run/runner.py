@@ -18,17 +18,21 @@ import dataclasses
 import functools
 import json
 import os
-import shutil
 import time
 
 import jax
 import numpy as np
 
-from jaxrl.engine import loop, parallel, randomization, rollout, wrappers
+from jaxrl.engine import loop, parallel
 from jaxrl.engine.contract import Agent
 from jaxrl.run import checkpoint, distributed, guards, restore, warm_start, watchdog
-from jaxrl.run.assemble import build, build_agent, eval_key, key_like, seed_keys, stack_hp
+from jaxrl.run.assemble import build, build_agent, eval_key, seed_keys, stack_hp
 from jaxrl.run.devices import compile_chunk, compile_init, initial_state, placement  # noqa: F401
+from jaxrl.run.evaluation import (  # noqa: F401 (the runner's public evaluation API)
+    evaluate_run,
+    make_evaluator,
+    summarize_eval,
+)
 from jaxrl.run.guards import NonFiniteError, TrainingInterrupted  # noqa: F401 (public here)
 from jaxrl.run.logging import Logger, read_jsonl
 
@@ -43,89 +47,6 @@ class RunResult:
     train_seconds: float
     env_steps: int
     run_dir: str | None
-
-
-def make_evaluator(agent: Agent, env, spec, cfg: loop.TrainConfig, randomize: bool | None = None,
-                   mesh=None, member_keys: bool = False):
-    """jitted `(agent_state [S], key) -> eval metrics [S]`, deterministic policy.
-
-    `randomize`: evaluate with `cfg.domain_randomization` (a fresh model per episode); None
-    follows `cfg.eval_randomization`; False (or no randomization in `cfg`) uses the nominal model.
-    `mesh`: a data-parallel run's mesh; the metrics then come back replicated on it.
-    `member_keys`: the key is `[S]` too, one per member (a sweep evaluates each member as its
-    own run would), instead of one key shared by all seeds.
-    """
-    length = cfg.episode_length or spec.episode_length
-    randomize = cfg.eval_randomization if randomize is None else randomize
-    choice = cfg.domain_randomization if randomize else None
-    env = randomization.maybe_randomize(env, choice)
-    eval_env = wrappers.wrap_for_eval(env, cfg.num_eval_envs, length, cfg.action_repeat)
-
-    def one(state, key):
-        policy = lambda obs, k: agent.act(state, obs, k, True)  # noqa: E731
-        return rollout.evaluate(eval_env, policy, key, length)
-
-    out = parallel.replicated(mesh) if cfg.num_devices > 1 else None
-    return jax.jit(parallel.member_map(one, in_axes=(0, 0 if member_keys else None)),
-                   out_shardings=out)
-
-
-def evaluate_run(
-    loaded: checkpoint.LoadedRun, num_episodes: int, seed_index: int | None = None, seed: int = 0,
-    randomize: bool | None = None,
-) -> dict[str, np.ndarray]:
-    """Deterministic-policy evaluation of a loaded run (`checkpoint.load_run`).
-
-    Args:
-        loaded: the run.
-        num_episodes: episodes per seed (one per parallel eval env).
-        seed_index: evaluate only this seed; None evaluates all S seeds.
-        seed: PRNG seed of the evaluation (initial states, env noise).
-        randomize: with or without the run's domain randomization (`make_evaluator`).
-
-    Returns:
-        `rollout.evaluate`'s metrics (`eval/episode_return`, `eval/episode_return_std`,
-        `eval/episode_length`, `eval/num_episodes`, `eval/<env metric>`) as float32 numpy
-        arrays `[S]`, or `[1]` with `seed_index`.
-    """
-    cfg = dataclasses.replace(loaded.cfg, num_eval_envs=num_episodes)
-    evaluator = make_evaluator(loaded.agent, loaded.env, loaded.spec, cfg, randomize)
-    state = loaded.runner.agent_state
-    if seed_index is not None:
-        state = jax.tree.map(lambda x: x[seed_index : seed_index + 1], state)
-    return jax.device_get(evaluator(state, key_like(loaded.runner.key, seed)))
-
-
-def summarize_eval(ev: dict, row: int | None = None) -> dict[str, float]:
-    """Pools per-seed eval metrics `[S]` (or row `row` only) over all completed episodes.
-
-    Returns:
-        `return_mean`, `return_std` (over episodes, pooled across seeds), `length_mean`,
-        `num_episodes`, and `success_rate` when the env reports a `success` metric (for goal
-        envs the fraction of episodes with any success step), `steps_near_goal` for goal envs.
-    """
-    sel = slice(None) if row is None else slice(row, row + 1)
-    n = np.asarray(ev["eval/num_episodes"], np.float64)[sel]
-    total = max(float(n.sum()), 1.0)
-    mean = np.asarray(ev["eval/episode_return"], np.float64)[sel]
-    std = np.asarray(ev["eval/episode_return_std"], np.float64)[sel]
-    pooled = float((n * mean).sum() / total)
-    var = float((n * (np.square(std) + np.square(mean - pooled))).sum() / total)
-    out = {
-        "return_mean": pooled,
-        "return_std": var**0.5,
-        "num_episodes": float(n.sum()),
-        "length_mean": float((n * np.asarray(ev["eval/episode_length"])[sel]).sum() / total),
-    }
-    # Goal envs: the success rate counts episodes with any success step (JaxGCRL's
-    # `episode_success_any`); other envs report `success` at the episode's end.
-    key = "eval/episode_success_any" if "eval/episode_success_any" in ev else "eval/success"
-    if key in ev:
-        out["success_rate"] = float((n * np.asarray(ev[key])[sel]).sum() / total)
-    if "eval/episode_success" in ev:
-        out["steps_near_goal"] = float((n * np.asarray(ev["eval/episode_success"])[sel]).sum()
-                                       / total)
-    return out
 
 
 def train(
@@ -236,25 +157,22 @@ def resume(run_dir: str, progress: bool = True, programs: str | None = None,
             f"train it on with `jaxrl train --resume {run_dir} --total-env-steps N`, N above "
             f"{cfg.real_total_env_steps:,}.")
     warm = restore.stored_programs(programs, agent_name, env_name, cfg, agent_config, hp)
-    stored = _stored(warm)
     notes = []  # said once the logger is up
+    stored = restore.load_stored(warm, notes.append)
     if stored is not None:
-        agent = build_agent(agent_name, cfg, agent_config, warm.meta["spec"])
+        agent, env, spec = build_agent(agent_name, cfg, agent_config, warm.meta["spec"]), None, None
     else:
         agent, env, spec = build(agent_name, env_name, cfg, agent_config)
     hp = hp or agent.default_hp()
     keys, hps = seed_keys(cfg), stack_hp(hp, cfg.num_seeds)
     if stored is not None:
-        fresh = stored[0](keys, hps)
-        shardings = jax.tree.map(lambda x: x.sharding, fresh)
-        abstract = jax.tree.map(
-            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), fresh)
-        read = functools.partial(_read, agent=agent, abstract=abstract, fresh=lambda: fresh,
+        mesh, (abstract, fresh, shardings) = None, restore.stored_target(stored[0], keys, hps)
+        read = functools.partial(restore.read_runner, agent=agent, abstract=abstract, fresh=fresh,
                                  shardings=shardings)
     else:
         mesh, shardings = placement(agent, env, spec, cfg, hp, notes.append)
-        read = functools.partial(_read_built, agent=agent, env=env, spec=spec, cfg=cfg, hp=hp,
-                                 shardings=shardings)
+        read = functools.partial(restore.read_built, agent=agent, env=env, spec=spec,
+                                 cfg=cfg, hp=hp, shardings=shardings)
     step, meta, state = restore.newest_readable(run_dir, read, notes.append)
     records = list(meta["records"])[:step]
     if distributed.is_primary():
@@ -280,38 +198,6 @@ def resume(run_dir: str, progress: bool = True, programs: str | None = None,
     return _session(agent, cfg, prepare, run_dir, progress, resolved, records,
                     wait_text="loading the stored compiled programs (warm start) ..."
                     if stored is not None else "compiling ...")
-
-
-def _stored(warm: warm_start.WarmStart):
-    """(init, chunk, evaluator or None) loaded from the store, or None when nothing is stored
-    or an entry does not load (then deleted: the resume compiles and stores it again)."""
-    if warm.meta is None:
-        return None
-    try:
-        init, chunk = warm.loading["init"].result(), warm.loading["chunk"].result()
-        evaluator = warm.loading["evaluator"].result()
-    except Exception:  # noqa: BLE001  (a broken or foreign entry: compile)
-        shutil.rmtree(warm.where, ignore_errors=True)
-        return None
-    return init, chunk, evaluator
-
-
-def _read(reader, step: int, meta: dict, agent, abstract, fresh, shardings):
-    """`restore.newest_readable`'s restore: the runner of checkpoint `step`; a checkpoint
-    whose metrics records do not match its chunk count is unreadable too."""
-    # Checkpoints written before the meta was snapshotted at save time could hold the next
-    # chunk's record too: those are dropped and computed again.
-    if len(list(meta["records"])[:step]) != step:
-        raise checkpoint.CheckpointError(
-            f"checkpoint {step} holds {len(meta['records'])} metrics records for {step} "
-            "chunks: it is inconsistent.")
-    return checkpoint.restore_into(reader, step, meta, agent, abstract, fresh, shardings)
-
-
-def _read_built(reader, step: int, meta: dict, agent, env, spec, cfg, hp, shardings):
-    """`_read` for a run whose env is built: the structure comes from tracing its init."""
-    abstract, fresh = checkpoint.restore_target(agent, env, spec, cfg, hp, shardings)
-    return _read(reader, step, meta, agent, abstract, fresh, shardings)
 
 
 def _programs(agent: Agent, env, spec, cfg, runner, mesh, shardings):

@@ -337,7 +337,8 @@ def _chunks(compiled, evaluator, state, cfg, members, records, loggers, savers, 
         guards.check_finite(metrics, agent.params_of(new.agent_state), c + 1, cfg,
                             per_member * len(members), None)
         state, train_s = new, train_s + dt
-        last = c + 1 == cfg.num_chunks
+        out_of_time = cfg.max_train_seconds is not None and train_s >= cfg.max_train_seconds
+        last = c + 1 == cfg.num_chunks or out_of_time
         ev = None
         if evaluator is not None and ((c + 1) % cfg.eval_every == 0 or last):
             ev = parallel.fetch(evaluator(state.agent_state, _eval_keys(state, members, c)))
@@ -350,7 +351,9 @@ def _chunks(compiled, evaluator, state, cfg, members, records, loggers, savers, 
                 rec["eval/episode_return_per_seed"] = [rec["eval/episode_return"]]
             loggers[i].log(rec)
             records[i].append(rec)
-        bar.update(c + 1, [r[-1] for r in records], per_member * len(members) / dt)
+        # The run's SPS as `jaxrl train` says it (`logging.run_sps`): since the sweep began.
+        bar.update(c + 1, [r[-1] for r in records],
+                   per_member * len(members) * (c + 1) / max(train_s, 1e-9))
         interrupted = stop.signum is not None and not last
         if (c + 1) % cfg.checkpoint_every == 0 or last or interrupted:
             mine = _local_members(state, {i for i, s in enumerate(savers) if s is not None})
@@ -363,6 +366,10 @@ def _chunks(compiled, evaluator, state, cfg, members, records, loggers, savers, 
             raise guards.TrainingInterrupted(
                 f"interrupted after chunk {c + 1} of {cfg.num_chunks}; every member saved it. "
                 f"Resume with: jaxrl sweep --resume {sweep_dir}", sweep_dir, c + 1, stop.signum)
+        if out_of_time:
+            bar.message(f"max_train_seconds ({cfg.max_train_seconds:g} s) reached after chunk "
+                        f"{c + 1} of {cfg.num_chunks}.")
+            break
     return state, train_s
 
 

@@ -47,7 +47,7 @@ class SweepProgress:
             self._progress.start()
 
     def message(self, text: str) -> None:
-        self.console.print(text)
+        self.console.print(text, soft_wrap=True, markup=False, highlight=False)
 
     def update(self, chunk: int, last_records: list[dict], sps: float) -> None:
         """After `chunk` chunks: `last_records[i]` is member i's latest record."""

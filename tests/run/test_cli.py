@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from jaxrl import configs
 from jaxrl.engine import loop
 from jaxrl.run import checkpoint, cli, runner
 from jaxrl.run.logging import read_jsonl
@@ -75,7 +76,14 @@ def test_list_commands(capsys, monkeypatch):
     assert "CartpoleBalance" in out and "ant" in out and "PointMass1D" in out
     assert "Go1Getup," in out and "*" not in out  # the robot wheels are installed
     cli.main(["list", "presets"])
-    assert "ppo-dmc-cpu" in capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["preset", "agent", "env", "num_envs", "description"]
+    # Columns line up however long a name is: each column starts where the header's does.
+    starts = [lines[0].index(word) for word in ("agent", "env ", "description")]
+    row = next(line for line in lines if line.startswith("warpsac-a-go1-flat-gpu "))
+    assert [row[s - 2:s] for s in starts] == ["  "] * 3 and row[starts[0]] != " "
+    assert row[starts[0]:].startswith("warpsac") and row[starts[1]:].startswith("Go1Joystick")
+    assert len(lines) == 1 + len(configs.PRESETS)
 
 
 def test_list_envs_marks_unavailable_envs_and_why(tmp_path, monkeypatch, capsys):
@@ -121,5 +129,9 @@ def test_list_agents_in_a_fresh_interpreter():
     out = subprocess.run(
         [sys.executable, "-c", "from jaxrl.run.cli import main; main(['list', 'agents'])"],
         capture_output=True, text=True, check=True, timeout=300)
-    assert out.stdout.split() == ["ppo", "sac", "fastdsac", "warpsac", "crl", "cppo", "pql", "fpo",
-                                 "flow_sac", "policyflow"]
+    lines = out.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == [
+        "ppo", "sac", "fastdsac", "warpsac", "crl", "cppo", "pql", "fpo", "flow_sac",
+        "policyflow"]
+    assert "Proximal Policy Optimization" in lines[0] and "a profile of sac" in lines[3]
+    assert len({line.index(line.split()[1]) for line in lines}) == 1  # one description column

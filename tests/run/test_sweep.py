@@ -79,6 +79,7 @@ def test_cli_bad_input_fails_before_compiling(tmp_path):
          "in both --grid and --random"),
         (["--grid", "ppo.learning_rate=2.0"], "outside"),  # out of HP_RANGES
         (["--grid", "ppo.gamma=0.9", "--num-devices", "3"], "does not divide num_envs"),
+        (["--run-dir", str(tmp_path / "r")], "names its output folder with --sweep-dir"),
     ):
         with pytest.raises(SystemExit) as exit_:
             cli.main(base + extra)
@@ -87,6 +88,29 @@ def test_cli_bad_input_fails_before_compiling(tmp_path):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["sweep", "--resume", str(tmp_path / "nothing"), "--num-seeds", "2"])
     assert "drop --num-seeds" in str(exit_.value.code)
+
+
+def test_sweep_help_is_its_own(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["sweep", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--run-dir" not in text and "--sweep-dir" in text
+    assert "Continue the sweep in this sweep dir" in text
+    assert "Continue the run in this folder" not in text
+
+
+def test_sweep_stops_at_max_train_seconds(tmp_path, capsys):
+    sweep_dir = str(tmp_path / "timed")
+    cli.main(["sweep", "--preset", "ppo-toy-cpu", "--num-seeds", "2", "--num-chunks", "3",
+              "--total-env-steps", "3072", "--num-eval-envs", "2", "--max-train-seconds",
+              "1e-6", "--sweep-dir", sweep_dir, "--no-progress"])
+    assert "reached after chunk 1 of 3" in capsys.readouterr().err
+    points, rows = _summary_tables(sweep_dir)
+    assert len(rows) == 2
+    for name in os.listdir(os.path.join(sweep_dir, "members")):
+        recs = [json.loads(x) for x in open(os.path.join(sweep_dir, "members", name,
+                                                         "metrics.jsonl"))]
+        assert [r["chunk"] for r in recs] == [1] and "eval/episode_return" in recs[0]
 
 
 def _summary_tables(sweep_dir):
