@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import struct
+from test_randomization import ToyModel
 from tree_helpers import assert_trees_equal
 
 from jaxrl.engine import loop, parallel, randomization, wrappers
@@ -215,21 +215,8 @@ class _Randomizable(toy._Toy):
         return contextlib.nullcontext()
 
 
-@struct.dataclass
-class _Model:
-    """The two fields `friction_and_mass` randomizes, with `mjx.Model`'s names."""
-
-    geom_friction: jax.Array
-    body_mass: jax.Array
-    ngeom: int = struct.field(pytree_node=False, default=3)
-    nbody: int = struct.field(pytree_node=False, default=2)
-
-    def tree_replace(self, fields):
-        return self.replace(**fields)
-
-
-def _model() -> _Model:
-    return _Model(geom_friction=jnp.array([[1.0, 0.1, 0.1]] * 3), body_mass=jnp.array([0.0, 2.0]))
+def _model() -> ToyModel:
+    return ToyModel(geom_friction=jnp.array([[1.0, 0.1, 0.1]] * 3), body_mass=jnp.array([0.0, 2.0]))
 
 
 def _raw(x):
