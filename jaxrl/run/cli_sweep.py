@@ -122,7 +122,8 @@ def main(argv: list[str]) -> None:
         if cli._flag_value(argv, "--resume") is not None:
             sweep_dir = _check_resume_flags(argv)
             process.provide_cpu_devices(len(sweep.read_sweep(sweep_dir)["members"]))
-            result = sweep.resume_sweep(sweep_dir, "--no-progress" not in argv)
+            result = sweep.resume_sweep(sweep_dir, "--no-progress" not in argv,
+                                        programs=process.program_store())
         else:
             args, members, cfg, agent_cfg = resolve(argv)
             process.provide_cpu_devices(len(members))
@@ -130,7 +131,8 @@ def main(argv: list[str]) -> None:
             sweep_dir = args.sweep_dir or os.path.join(
                 "runs", f"sweep-{args.agent}-{args.env}-{stamp}")
             result = sweep.run_sweep(args.agent, args.env, cfg, agent_cfg, members, sweep_dir,
-                                     args.progress, args.preset)
+                                     args.progress, args.preset,
+                                     programs=process.program_store())
     except (ValueError, EnvAssetError) as err:
         sys.exit(f"error: {err}")
     except runner.TrainingInterrupted as err:

@@ -28,8 +28,17 @@ import numpy as np
 
 from jaxrl.engine import contract as agent_lib
 from jaxrl.engine import loop, parallel
-from jaxrl.run import checkpoint, distributed, guards, runner, sweep_report, watchdog
-from jaxrl.run.assemble import build, eval_key
+from jaxrl.run import (
+    checkpoint,
+    distributed,
+    guards,
+    restore,
+    runner,
+    sweep_report,
+    warm_start,
+    watchdog,
+)
+from jaxrl.run.assemble import build, build_agent, eval_key
 from jaxrl.run.logging import Logger
 from jaxrl.run.sweep_progress import SweepProgress
 from jaxrl.run.sweep_spec import Member
@@ -106,7 +115,7 @@ def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=
 
 
 def run_sweep(agent_name, env_name, cfg, agent_config, members, sweep_dir, progress=True,
-              preset=None) -> SweepResult:
+              preset=None, programs: str | None = None) -> SweepResult:
     """Trains `members` of (agent, env, cfg, agent_config) together; see the module docstring.
 
     Args:
@@ -114,6 +123,9 @@ def run_sweep(agent_name, env_name, cfg, agent_config, members, sweep_dir, progr
         agent_config: the shared agent config; each member replaces its swept fields.
         members: from `sweep_spec.members`.
         sweep_dir: output folder (must not hold a sweep yet).
+        programs: the warm-start store (`jaxrl.run.warm_start`, kind `sweep`): a sweep of a
+            config whose programs are stored loads them; otherwise it compiles and stores
+            them. None: always compile, store nothing.
 
     Raises:
         ValueError: as `prepare` (before compiling); NonFiniteError and TrainingInterrupted as
@@ -121,18 +133,21 @@ def run_sweep(agent_name, env_name, cfg, agent_config, members, sweep_dir, progr
     """
     agent, env, spec, resolved = prepare(agent_name, env_name, cfg, agent_config, members,
                                          sweep_dir, preset)
+    warm = warm_start.lookup(programs, agent_name, env_name, _sweep_cfg(cfg, members),
+                             agent_config, None, kind="sweep")
+    return _session(agent, env, spec, cfg, members, sweep_dir, resolved, progress, warm)
+
+
+def _init_args(resolved: list[dict], members: list[Member]):
+    """(keys `[S, 2]`, hps `{name: [S]}`) of the members' init, as their standalone runs'."""
     hps = {k: jnp.asarray([r["hp"][k] for r in resolved], jnp.float32) for k in resolved[0]["hp"]}
-    keys = jnp.stack([jax.random.PRNGKey(m.seed) for m in members])
-    init, _ = loop.make_train(agent, env, spec, _sweep_cfg(cfg, members))
-
-    def start(shardings):
-        return runner.initial_state(init, keys, hps, shardings)
-
-    return _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progress)
+    return jnp.stack([jax.random.PRNGKey(m.seed) for m in members]), hps
 
 
-def resume_sweep(sweep_dir: str, progress: bool = True) -> SweepResult:
-    """Continues the sweep in `sweep_dir` from the latest chunk every member saved.
+def resume_sweep(sweep_dir: str, progress: bool = True, programs: str | None = None
+                 ) -> SweepResult:
+    """Continues the sweep in `sweep_dir` from the latest chunk every member saved. With the
+    sweep's programs in the store `programs` the env is never built and nothing compiles.
 
     Raises:
         checkpoint.CheckpointError: no sweep.json, a member without checkpoints, no chunk that
@@ -144,14 +159,22 @@ def resume_sweep(sweep_dir: str, progress: bool = True) -> SweepResult:
     agent_name, env_name, cfg_m, agent_cfg_m, _ = checkpoint.parse_config(resolved[0])
     cfg = checkpoint.config_from_dict(loop.TrainConfig, spec_json["train"])
     agent_config = checkpoint.config_from_dict(type(agent_cfg_m), spec_json["agent_config"])
-    agent, env, spec = build(agent_name, env_name, _sweep_cfg(cfg, members), agent_config)
+    scfg = _sweep_cfg(cfg, members)
     step = common_chunk(sweep_dir, members, cfg.num_chunks)
-    state, records = _restore_members(agent, env, spec, cfg, members, sweep_dir, step)
-
-    def start(shardings):
-        return state if shardings is None else jax.device_put(state, shardings)
-
-    return _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progress, records)
+    warm = warm_start.lookup(programs, agent_name, env_name, scfg, agent_config, None,
+                             kind="sweep")
+    notes = []
+    stored = restore.load_stored(warm, notes.append)
+    if stored is not None:  # the structure comes from the stored init: no env, no trace
+        agent, env, spec = build_agent(agent_name, scfg, agent_config, warm.meta["spec"]), None, \
+            None
+        abstract = stored[0].out_info
+    else:
+        agent, env, spec = build(agent_name, env_name, scfg, agent_config)
+        abstract = checkpoint.abstract_runner(agent, env, spec, scfg, None)[0]
+    state, records = _restore_members(agent, abstract, members, sweep_dir, step)
+    return _session(agent, env, spec, cfg, members, sweep_dir, resolved, progress, warm,
+                    records, (state, stored, notes))
 
 
 def read_sweep(sweep_dir: str) -> dict:
@@ -179,11 +202,10 @@ def common_chunk(sweep_dir: str, members: list[Member], num_chunks: int) -> int:
     return step
 
 
-def _restore_members(agent, env, spec, cfg, members, sweep_dir, step):
-    """The stacked `[S]` runner of chunk `step` from the members' checkpoints, and each member's
-    records up to it (their metrics.jsonl cut back to match)."""
-    abstract, init, _, _ = checkpoint.abstract_runner(agent, env, spec, _sweep_cfg(cfg, members),
-                                                      None)
+def _restore_members(agent, abstract, members, sweep_dir, step):
+    """The stacked `[S]` runner of chunk `step` from the members' checkpoints (`abstract`: the
+    `[S]` runner's structure), and each member's records up to it (their metrics.jsonl cut
+    back to match)."""
     one = jax.tree.map(lambda a: jax.ShapeDtypeStruct((1,) + a.shape[1:], a.dtype), abstract)
     parts, records = [], []
     for m in members:
@@ -205,10 +227,11 @@ def _restore_members(agent, env, spec, cfg, members, sweep_dir, step):
     return state, records
 
 
-def _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progress,
-             records=None):
-    """Compiles the `[S]` program, runs the remaining chunks, writes member results and the
-    summary."""
+def _session(agent, env, spec, cfg, members, sweep_dir, resolved, progress, warm,
+             records=None, resumed=None):
+    """Compiles (or loads) the `[S]` program, runs the remaining chunks, writes member results
+    and the summary. `resumed`: (restored state, loaded programs or None, notes) of a
+    resume."""
     scfg = _sweep_cfg(cfg, members)
     records = records or [[] for _ in members]
     primary = distributed.is_primary()
@@ -222,17 +245,18 @@ def _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progres
             dog.beat("compiling the sweep program")
             t0 = time.time()
             n = len(members)
-            bar.message(f"compiling {n} member{'' if n == 1 else 's'} as one program ...")
-            mesh, shardings = runner.placement(agent, env, spec, scfg, None, bar.message)
-            state = start(shardings)
+            for text in resumed[2] if resumed else []:
+                bar.message(text)
+            stored = resumed[1] if resumed else restore.load_stored(warm, bar.message)
+            bar.message(f"{'loading' if stored else 'compiling'} {n} member"
+                        f"{'' if n == 1 else 's'} as one program ...")
+            state, compiled, evaluator, devices = _programs(
+                agent, env, spec, cfg, members, resolved, warm, stored,
+                resumed[0] if resumed else None, bar.message)
             savers += _savers(state, members, sweep_dir, cfg, agent, len(records[0]))
-            compiled = runner.compile_chunk(agent, env, spec, scfg, state, mesh, shardings)
-            evaluator = (runner.make_evaluator(agent, env, spec, scfg, mesh=mesh,
-                                               member_keys=True) if cfg.num_eval_envs else None)
             compile_s = time.time() - t0
-            bar.message(f"compiled in {compile_s:.1f} s; layout {runner.layout_name(agent, scfg)}"
-                        f", members on {len(mesh.devices.flat) if mesh is not None else 1} "
-                        "device(s)")
+            bar.message(f"{'loaded' if stored else 'compiled'} in {compile_s:.1f} s; layout "
+                        f"{runner.layout_name(agent, scfg)}, members on {devices} device(s)")
             dog.beat(f"chunk {len(records[0]) + 1} of the sweep")
             with guards.StopOnSignal() as stop:
                 state, train_s = _chunks(compiled, evaluator, state, cfg, members, records,
@@ -252,6 +276,35 @@ def _session(agent, env, spec, cfg, members, sweep_dir, resolved, start, progres
     summary = sweep_report.write(sweep_dir, members, records, compile_s, train_s) if primary \
         else {}
     return SweepResult(state, records, summary, compile_s, train_s)
+
+
+def _programs(agent, env, spec, cfg, members, resolved, warm, stored, restored, note):
+    """(placed `[S]` state, chunk, evaluator or None, devices used) of a sweep: from the
+    loaded programs `stored` (placed as their init's output), or compiled (and stored when
+    `warm` has a key). `restored`: a resumed sweep's host state; None starts afresh."""
+    scfg = _sweep_cfg(cfg, members)
+    keys, hps = _init_args(resolved, members)
+    if stored is not None:
+        init, chunk, evaluator = stored
+        shardings = init.output_shardings
+        state = init(keys, hps) if restored is None else jax.device_put(restored, shardings)
+        devices = len({d for s in jax.tree.leaves(shardings) for d in s.device_set})
+        return state, chunk, evaluator, devices
+    mesh, shardings = runner.placement(agent, env, spec, scfg, None, note)
+    with warm.compiling():
+        init = None
+        if restored is None or warm.key is not None:
+            init_fn, _ = loop.make_train(agent, env, spec, scfg)
+            init = runner.compile_init(init_fn, keys, hps, shardings)
+        state = init(keys, hps) if restored is None else (
+            restored if shardings is None else jax.device_put(restored, shardings))
+        chunk = runner.compile_chunk(agent, env, spec, scfg, state, mesh, shardings)
+        evaluator = (runner.make_evaluator(agent, env, spec, scfg, mesh=mesh, member_keys=True)
+                     if cfg.num_eval_envs else None)
+        if warm.key is not None:
+            evaluator = warm.store_programs(init, chunk, evaluator, state, scfg, spec, "", note,
+                                            eval_keys=_eval_keys(state, members, 0))
+    return state, chunk, evaluator, len(mesh.devices.flat) if mesh is not None else 1
 
 
 def _member(tree, i: int):

@@ -137,9 +137,12 @@ def _cpu_features() -> str:
     return _digest(flags or platform.machine() + platform.processor())
 
 
-def program_key(agent_name: str, env_name: str, cfg, agent_config, hp: dict | None) -> str | None:
+def program_key(agent_name: str, env_name: str, cfg, agent_config, hp: dict | None,
+                kind: str = "train") -> str | None:
     """The store key of a run, or None when the run cannot use the store: an env outside the
-    built-in families, or several processes. `hp` None means the agent's defaults."""
+    built-in families, or several processes. `hp` None means the agent's defaults; `kind`
+    tells a `jaxrl train` run's programs from a sweep's (its evaluator takes a key per
+    member)."""
     from jaxrl.envs import registry
 
     family = registry._find_family(env_name)
@@ -152,7 +155,8 @@ def program_key(agent_name: str, env_name: str, cfg, agent_config, hp: dict | No
         fn = {**toy.TOY_ENVS, **goal.GOAL_ENVS}[env_name]
         factory = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
     train = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "seed"}
-    what = {"store": STORE_VERSION, "agent": agent_name, "env": env_name, "factory": factory,
+    what = {"store": STORE_VERSION, "kind": kind, "agent": agent_name, "env": env_name,
+            "factory": factory,
             "train": train, "agent_config": dataclasses.asdict(agent_config),
             "hp": None if hp is None else {k: float(v) for k, v in sorted(hp.items())},
             "environment": _environment()}
@@ -304,15 +308,17 @@ class WarmStart:
 
         return prepare
 
-    def store_programs(self, init, chunk, evaluator, runner, cfg, spec, members: str, note):
+    def store_programs(self, init, chunk, evaluator, runner, cfg, spec, members: str, note,
+                       eval_keys=None):
         """Stores a freshly compiled run (`init`, `chunk`: `jax.stages.Compiled`; `evaluator`
-        the jitted evaluator or None, compiled here for the run's eval key); returns the
-        evaluator to use. A program that cannot be serialized (a host callback, constants
-        passed as arguments) is said through `note` and the run goes on."""
+        the jitted evaluator or None, compiled here for the run's eval key, or for
+        `eval_keys` when given: a sweep's per-member keys); returns the evaluator to use. A
+        program that cannot be serialized (a host callback, constants passed as arguments) is
+        said through `note` and the run goes on."""
         if evaluator is not None:
             from jaxrl.run.assemble import eval_key
 
-            key = eval_key(runner.key, cfg.seed, 0)
+            key = eval_key(runner.key, cfg.seed, 0) if eval_keys is None else eval_keys
             evaluator = evaluator.lower(runner.agent_state, key).compile()
         try:
             self.store.save(self.key, {"init": init, "chunk": chunk, "evaluator": evaluator},
@@ -323,12 +329,12 @@ class WarmStart:
 
 
 def lookup(folder: str | None, agent_name: str, env_name: str, cfg, agent_config,
-           hp: dict | None) -> WarmStart:
+           hp: dict | None, kind: str = "train") -> WarmStart:
     """The store's view of a run (`WarmStart`); starts loading its programs in the background
     when they are stored. `folder` None: no store."""
     if folder is None:
         return WarmStart()
-    key = program_key(agent_name, env_name, cfg, agent_config, hp)
+    key = program_key(agent_name, env_name, cfg, agent_config, hp, kind)
     if key is None:
         return WarmStart()
     store = ProgramStore(folder)

@@ -113,6 +113,40 @@ def test_sweep_stops_at_max_train_seconds(tmp_path, capsys):
         assert [r["chunk"] for r in recs] == [1] and "eval/episode_return" in recs[0]
 
 
+def test_sweep_programs_are_stored_and_a_resume_loads_them(tmp_path, monkeypatch, capsys):
+    """A sweep stores its compiled programs; the same sweep again loads them, and a resume
+    loads them without building the env, ending as the uninterrupted sweep."""
+    store = str(tmp_path / "store")
+    preset = configs.get("ppo-toy-cpu")
+    cfg = dataclasses.replace(preset.train, num_envs=16, unroll_length=8, num_chunks=3,
+                              total_env_steps=3 * 16 * 8, num_eval_envs=2)
+    agent_cfg = PPOConfig(**dict(preset.agent_overrides))
+    members = sweep_spec.members(sweep_spec.points({"learning_rate": [1e-3, 3e-3]}, {}, 0, 0),
+                                 [0])
+    first = str(tmp_path / "first")
+    sweep.run_sweep("ppo", "PointMass1D", cfg, agent_cfg, members, first, False, programs=store)
+    assert "compiling 2 members" in capsys.readouterr().err and len(os.listdir(store)) == 1
+    again = str(tmp_path / "again")
+    sweep.run_sweep("ppo", "PointMass1D", cfg, agent_cfg, members, again, False, programs=store)
+    assert "loaded in" in capsys.readouterr().err
+    assert _summary_tables(again) == _summary_tables(first)
+    for n, mem in enumerate(members):  # killed after chunk 1
+        for chunk in (2, 3):
+            shutil.rmtree(os.path.join(sweep.member_dir(again, mem), "checkpoints", str(chunk)))
+    os.remove(os.path.join(again, "summary.json"))
+
+    def no_env(*args, **kwargs):
+        raise AssertionError("the env was built: the stored programs were not used")
+
+    monkeypatch.setattr(sweep, "build", no_env)
+    sweep.resume_sweep(again, progress=False, programs=store)
+    assert "loaded in" in capsys.readouterr().err
+    assert _summary_tables(again) == _summary_tables(first)
+    for mem in members:
+        assert_trees_equal(checkpoint.load_run(sweep.member_dir(first, mem)).runner,
+                           checkpoint.load_run(sweep.member_dir(again, mem)).runner)
+
+
 def _summary_tables(sweep_dir):
     with open(os.path.join(sweep_dir, "summary.json")) as f:
         summary = json.load(f)
