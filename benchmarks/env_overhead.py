@@ -139,7 +139,7 @@ def _spawn(s: dict, timeout: float) -> dict:
 def plan(args) -> list[dict]:
     rows = []
     for env, counts, randomize in ROWS:
-        if args.only and env not in args.only:
+        if (args.only and env not in args.only) or args.members_only:
             continue
         for n in args.envs or counts:
             rows += [dict(env=env, num_envs=n, randomize=randomize, kind=k, members=1)
@@ -186,6 +186,7 @@ def main(argv=None) -> None:
     p.add_argument("--scan", type=int, default=100, help="steps per compiled call")
     p.add_argument("--repeats", type=int, default=10, help="timed calls after two warm-ups")
     p.add_argument("--no-members", action="store_true", help="skip the 4-member rows")
+    p.add_argument("--members-only", action="store_true", help="only the 4-member rows")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per process")
     p.add_argument("--out", default=os.path.join(_common.REPO, "benchmarks",
                                                  "env_overhead.json"))

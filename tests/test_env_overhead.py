@@ -15,7 +15,7 @@ import env_overhead  # noqa: E402
 
 def _args(**kw):
     return SimpleNamespace(**dict(dict(only=None, envs=None, scan=100, repeats=10,
-                                       no_members=False), **kw))
+                                       no_members=False, members_only=False), **kw))
 
 
 def test_plan_covers_the_envs_kinds_and_members():
@@ -30,6 +30,7 @@ def test_plan_covers_the_envs_kinds_and_members():
         assert r["scan"] * r["repeats"] >= 1000  # DM Control's truncation step is in the window
     assert {r["kind"] for r in rows if r["members"] == 4} == {"raw", "jaxrl"}
     assert all(r["members"] == 1 for r in env_overhead.plan(_args(no_members=True)))
+    assert all(r["members"] == 4 for r in env_overhead.plan(_args(members_only=True)))
     only = env_overhead.plan(_args(only=["CheetahRun"], envs=[8], no_members=True))
     assert [(r["env"], r["num_envs"], r["kind"]) for r in only] == [
         ("CheetahRun", 8, k) for k in env_overhead.KINDS]
