@@ -1,7 +1,12 @@
 """What our training env stack costs over the simulator's own step, next to the peer's wrapper.
 
-    .venv/bin/python benchmarks/env_overhead.py                      # every row, ~30 min on 2 cores
+    .venv/bin/python benchmarks/env_overhead.py                      # every row (see below)
     .venv/bin/python benchmarks/env_overhead.py --only CheetahRun --envs 64
+    .venv/bin/python benchmarks/env_overhead.py --members-only       # the 4-member rows
+
+On 2 CPU cores a row takes 20 s (CartpoleBalance) to 2 min (Go1, halfcheetah at 256 envs), ~40
+min in all; PandaPickCube's raw program did not finish compiling within the 10-minute
+per-process limit there (`--timeout`).
 
 Three ways to step the same env with uniform random actions, each in its own process:
 
@@ -19,7 +24,7 @@ Every process compiles one program (a scan of `--scan` steps), runs it twice as 
 `--repeats` more times; steps/s = envs x timed steps / time. The timed window (1,000 steps by
 default, after 200 warm-up steps) contains the step on which every DM Control env is truncated
 (episodes of 1,000 steps all start together), so the cost of those resets is in the number, as
-in training; a median of short scans would leave it out. `--members 4` vmaps 4 members (seeds)
+in training; a median of short scans would leave it out. The member rows vmap 4 members (seeds)
 of the stack, as `jaxrl train --num-seeds 4` on one device; `raw` then steps 4 x envs. Writes
 `benchmarks/env_overhead.json` and prints the table for `benchmarks/RESULTS.md`.
 """
