@@ -130,7 +130,7 @@ def test_sweep_programs_are_stored_and_a_resume_loads_them(tmp_path, monkeypatch
     sweep.run_sweep("ppo", "PointMass1D", cfg, agent_cfg, members, again, False, programs=store)
     assert "loaded in" in capsys.readouterr().err
     assert _summary_tables(again) == _summary_tables(first)
-    for n, mem in enumerate(members):  # killed after chunk 1
+    for mem in members:  # killed after chunk 1
         for chunk in (2, 3):
             shutil.rmtree(os.path.join(sweep.member_dir(again, mem), "checkpoints", str(chunk)))
     os.remove(os.path.join(again, "summary.json"))
