@@ -21,7 +21,8 @@ the same policy in the env, and its actions are compared with the JAX policy's; 
 absolute error above the tolerance (1e-5) raises `ParityError`. The same holds on observations
 far outside the training distribution (`far_observations`: recorded ones times 10 to 1e6, and
 Gaussian draws of those scales), where the normalizer's output is huge: the exported graph must
-match XLA's float32 computation there too. Both errors are printed by the CLI and stored in the
+match XLA's float32 computation there too, within 10x the tolerance (`FAR_FACTOR`: float32
+reordering grows with the magnitudes). Both errors are printed by the CLI and stored in the
 sidecar.
 
 Policy info: the sidecar's `policy_info` says what the exported policy computes. It is
@@ -61,6 +62,10 @@ EXTENSIONS = {"onnx": ".onnx", "jax": ".jaxexport"}
 NUM_PARITY_OBS = 1000
 NUM_FAR_OBS = 64  # per scale, recorded and drawn each (`far_observations`)
 FAR_SCALES = (10.0, 1e3, 1e6)
+# The far check's tolerance over the recorded one's: there a flow policy's K integration steps
+# of huge pre-activations carry float32 reordering between XLA and onnxruntime to ~1.5e-5
+# (flow_sac, PointMass1D, 2 CPU cores); a converter bug (a clip, an overflow) is off by far more.
+FAR_FACTOR = 10.0
 TOLERANCE = 1e-5
 DEFAULT_PLATFORMS = ("cpu", "cuda")  # jax format: a robot's CPU or a Jetson-class GPU
 
@@ -344,15 +349,17 @@ def export_policy(agent, agent_state, env, spec: EnvSpec, cfg, out: str, fmt: st
     names = [n for n, u in zip(traced.names, traced.used, strict=True) if u]
     error, count = _parity(traced, blob, fmt, names, obs, batch_size)
     far_error, far_count = _parity(traced, blob, fmt, names, far_observations(obs), batch_size)
-    for err, n, what in ((error, count, "recorded"), (far_error, far_count, "far (x10 to x1e6)")):
-        if not err <= tolerance:
+    for err, n, what, tol in ((error, count, "recorded", tolerance),
+                              (far_error, far_count, "far (x10 to x1e6)", FAR_FACTOR * tolerance)):
+        if not err <= tol:
             raise ParityError(f"exported policy differs from the JAX policy by {err:.3g} (max "
                               f"abs over {n} {what} observations), above the tolerance "
-                              f"{tolerance:g}.")
+                              f"{tol:g}.")
     meta = sidecar(traced, spec, cfg, fmt, os.path.basename(out), error, tolerance, count,
                    dict(facts, **(info or {})), policy=about,
                    robot=robot_info(env, names if spec.obs_is_dict else None))
     meta["parity"].update(far_max_abs_error=far_error, far_num_observations=far_count,
+                          far_tolerance=FAR_FACTOR * tolerance,
                           far_observations=f"{NUM_FAR_OBS} recorded observations times each of "
                           f"{list(FAR_SCALES)}, and as many N(0, scale^2) draws")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)

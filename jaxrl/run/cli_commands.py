@@ -136,7 +136,8 @@ def export_cmd(argv: list[str]) -> None:
           f"{meta['parity']['num_observations']} recorded observations and "
           f"{meta['parity']['far_max_abs_error']:.3g} over "
           f"{meta['parity']['far_num_observations']} far ones (x10 to x1e6) "
-          f"(tolerance {meta['parity']['tolerance']:g})")
+          f"(tolerance {meta['parity']['tolerance']:g}, far "
+          f"{meta['parity']['far_tolerance']:g})")
 
 
 @dataclasses.dataclass(frozen=True)
