@@ -53,8 +53,8 @@ def newest_readable(run_dir: str, restore, note) -> tuple[int, dict, object]:
                 + " ".join(_reason(err) for _, err in failures))
     finally:
         reader.close()
-    for bad, err in failures:
-        where = move_aside(run_dir, bad)
+    for bad, err in failures:  # process 0 moves (a run dir shared by every process)
+        where = move_aside(run_dir, bad) if jax.process_index() == 0 else "checkpoints-broken/"
         note(f"warning: {_reason(err)} Moved it to {where}; resuming from chunk {chunk}.")
     return chunk, meta, out
 
