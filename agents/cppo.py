@@ -39,9 +39,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl.agents.common.contrastive import CRITIC_KEYS, ContrastiveActorCritic, ContrastiveConfig
 from jaxrl.engine.types import Transition
 from jaxrl.learning import contrastive, losses, optim
-from jaxrl.learning.contrastive_agent import CRITIC_KEYS, ContrastiveActorCritic, ContrastiveConfig
 
 HP_FIELDS = ("learning_rate", "critic_learning_rate", "gamma", "clipping_epsilon",
              "entropy_cost")

@@ -37,9 +37,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl.agents.common.contrastive import CRITIC_KEYS, ContrastiveActorCritic, ContrastiveConfig
+from jaxrl.agents.common.offpolicy import OffPolicyAgent
 from jaxrl.learning import losses, optim, replay
-from jaxrl.learning.contrastive_agent import CRITIC_KEYS, ContrastiveActorCritic, ContrastiveConfig
-from jaxrl.learning.offpolicy import OffPolicyAgent
 
 HP_FIELDS = ("learning_rate", "critic_learning_rate", "alpha_learning_rate", "gamma")
 HP_RANGES = {"learning_rate": (0.0, 1.0), "critic_learning_rate": (0.0, 1.0),

@@ -34,10 +34,10 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.engine.contract import check_choice
+from jaxrl.agents.common.sac_config import SACCoreConfig
+from jaxrl.agents.common.sac_core import SACState, SoftActorCritic
+from jaxrl.engine.checks import check_choice
 from jaxrl.learning import distributions as dist
-from jaxrl.learning.sac_config import SACCoreConfig
-from jaxrl.learning.sac_core import SACState, SoftActorCritic
 
 
 @dataclasses.dataclass(frozen=True)

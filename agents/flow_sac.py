@@ -6,7 +6,7 @@ via Velocity-Reparameterized Sequential Modeling" (arXiv 2509.25756); `Elessar12
 `from_scratch_code/SAC_flow_gru_jax.py` (Flow-G) and `SAC_flow_transformer_jax.py` (Flow-T).
 The cells, the noisy Euler rollout and the path log-likelihood are `jaxrl.learning.flow_cells`;
 the SAC machinery (twin critics, temperature, target EMA, replay schedule, observation
-normalization) is `jaxrl.learning.sac_core`.
+normalization) is `jaxrl.agents.common.sac_core`.
 
 - Actor: `a = tanh(A_K)` after K noisy Euler steps from `A_0 ~ N(0, I)`; `log pi` is the
   likelihood of the whole noise path (the entropy surrogate of the paper, not the marginal
@@ -35,12 +35,12 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from jaxrl.engine.contract import check_choice
+from jaxrl.agents.common.sac_config import HP_FIELDS, HP_RANGES, SACCoreConfig
+from jaxrl.agents.common.sac_core import SoftActorCritic
+from jaxrl.engine.checks import check_choice
 from jaxrl.learning import exploration
 from jaxrl.learning import flow_cells as cells
 from jaxrl.learning.networks import ACTIVATIONS
-from jaxrl.learning.sac_config import HP_FIELDS, HP_RANGES, SACCoreConfig
-from jaxrl.learning.sac_core import SoftActorCritic
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,7 @@ the env receives `tanh(x)`. At rollout time each action stores `N_mc` pairs `(t_
 (t on the sampler's grid) and the behaviour policy's per-pair CFM losses `l_old,i`; the
 update's ratio is `exp(mean l_old - mean l_theta)` (or per pair, FPO++), in PPO's clipped
 objective with `clipping_epsilon` 0.05 (or ASPO), no entropy term. Loop, value net, GAE and
-normalizer are `jaxrl.learning.onpolicy`'s (FPO's own normalizer is not used: it shrinks the
+normalizer are `jaxrl.agents.common.onpolicy`'s (FPO's own normalizer is not used: it shrinks the
 std over time, `akanazawa/fpo` issue 13).
 
 Evaluation and export (`act(..., deterministic=True)`) integrate from zero noise with no
@@ -30,8 +30,9 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from jaxrl.engine.contract import check_choice
-from jaxrl.learning import flow, losses, onpolicy
+from jaxrl.agents.common import onpolicy
+from jaxrl.engine.checks import check_choice
+from jaxrl.learning import flow, losses
 
 HP_FIELDS = onpolicy.HP_FIELDS + ("clipping_epsilon",)
 HP_RANGES = dict(onpolicy.HP_RANGES, clipping_epsilon=(0.0, 10.0))

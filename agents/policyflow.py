@@ -57,8 +57,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl.engine.contract import check_choice, check_log_std_bounds
-from jaxrl.learning import distributions, flow, losses, onpolicy
+from jaxrl.agents.common import onpolicy
+from jaxrl.engine.checks import check_choice, check_log_std_bounds
+from jaxrl.learning import distributions, flow, losses
 from jaxrl.learning.networks import ACTIVATIONS
 
 HP_FIELDS = onpolicy.HP_FIELDS + ("clipping_epsilon", "brownian_coef", "entropy_coef")

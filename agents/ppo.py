@@ -7,8 +7,8 @@ default), reward scaling inside the loss, `0.5 * vf_coef` value weight and the o
 entropy estimate. Difference from Brax by default: truncation bootstraps from V(true final obs)
 (`gae_mode="bootstrap"`); `gae_mode="brax"` masks truncated steps as Brax does.
 
-The loop, value net and normalizer are `jaxrl.learning.onpolicy.OnPolicyActorCritic`'s: `update`
-takes `Transition[T, B]` with `extras["raw_action"]` (pre-tanh `u`) and `extras["log_prob"]`,
+The loop, value net and normalizer are `jaxrl.agents.common.onpolicy`'s: `update` takes
+`Transition[T, B]` with `extras["raw_action"]` (pre-tanh `u`) and `extras["log_prob"]`,
 normalizes observations, then runs `num_epochs` passes over `num_minibatches` minibatches of
 whole length-T sub-trajectories (GAE per minibatch); this file adds the tanh-Gaussian policy and
 its clipped surrogate with an entropy bonus.
@@ -21,7 +21,8 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from jaxrl.learning import distributions, losses, onpolicy
+from jaxrl.agents.common import onpolicy
+from jaxrl.learning import distributions, losses
 from jaxrl.learning.networks import MLP
 
 HP_FIELDS = onpolicy.HP_FIELDS + ("clipping_epsilon", "entropy_cost")

@@ -47,12 +47,12 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl.engine.contract import check_choice, check_finite, check_positive
+from jaxrl.agents.common.offpolicy import OffPolicyAgent, gated, zeros_obs, zeros_of
+from jaxrl.agents.common.pql_config import HP_FIELDS, HP_RANGES, PQLConfig
+from jaxrl.engine.checks import check_choice, check_finite, check_positive
 from jaxrl.learning import exploration, losses, optim, replay
 from jaxrl.learning import running_stats as stats
 from jaxrl.learning.networks import ACTIVATIONS, MLP, QHead, ensemble, flatten_obs
-from jaxrl.learning.offpolicy import OffPolicyAgent, gated, zeros_obs, zeros_of
-from jaxrl.learning.pql_config import HP_FIELDS, HP_RANGES, PQLConfig
 from jaxrl.learning.returns import categorical_support
 
 

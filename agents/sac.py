@@ -5,7 +5,7 @@ Eqs. 5-7 (soft Q target and policy loss) and 18 (temperature); brax
 `training/agents/sac/{train,losses}.py` for the defaults and the truncation mask
 (`truncation="brax"`); C51 critics: Bellemare et al. 2017 (arXiv 1707.06887). The shared
 machinery (actor, ensemble critics, temperature, replay schedule, exploration) is
-`jaxrl.learning.sac_core`; this file adds the critic losses.
+`jaxrl.agents.common.sac_core`; this file adds the critic losses.
 
 n-step targets come from the buffer: windows stop at terminated/truncated steps and at the write
 head; truncation bootstraps from the true final observation. `truncation="brax"` instead masks
@@ -29,11 +29,11 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from jaxrl.engine.contract import check_choice
+from jaxrl.agents.common.sac_config import SACCoreConfig
+from jaxrl.agents.common.sac_core import SoftActorCritic
+from jaxrl.engine.checks import check_choice
 from jaxrl.learning import losses
 from jaxrl.learning.returns import categorical_support
-from jaxrl.learning.sac_config import SACCoreConfig
-from jaxrl.learning.sac_core import SoftActorCritic
 
 
 @dataclasses.dataclass(frozen=True)

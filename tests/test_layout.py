@@ -11,10 +11,13 @@ importing, or imported, when its submodule runs).
 Layers (the arrows allowed):
 
 - `jaxrl.engine` (the contract and the loop) imports only `jaxrl.engine`;
-- `jaxrl.learning` (building blocks, agent bases) imports `jaxrl.engine` and itself;
+- `jaxrl.learning` (pure functions on data) imports only itself and the engine's data types
+  and input checks (`jaxrl.engine.types`, `jaxrl.engine.checks`): never the agent contract, the
+  loop or the wrappers;
 - agents (`jaxrl.agents`) and envs (`jaxrl.envs`) import the core (engine, learning) and their
   own package only: never `jaxrl.run` or `jaxrl.deploy`, never each other, and no agent module
-  imports another agent module (`jaxrl/agents/__init__.py` registering them all is fine);
+  imports another agent module (`jaxrl/agents/__init__.py` registering them all is fine); code
+  several agents share lives in `jaxrl.agents.common`, which imports no agent module;
 - `jaxrl.configs` (presets) may import the core, agents and envs;
 - `jaxrl.run` (assembly, runner, checkpoints, CLI) sees the core, agents, envs and configs; it
   imports `jaxrl.deploy` only from the CLI modules (`jaxrl.run.cli`, `cli_commands`,
@@ -49,6 +52,7 @@ ALLOWED = {  # layer -> layers it may import (besides the root package `jaxrl`)
     "deploy": CORE | {"deploy", "run"},
 }
 SEES_ALL = {"jaxrl.run.cli", "jaxrl.run.cli_commands", "jaxrl.run.cli_sweep"}
+LEARNING_SEES = {"jaxrl.engine.types", "jaxrl.engine.checks"}  # of the engine
 
 
 def _modules() -> dict[str, pathlib.Path]:
@@ -173,7 +177,7 @@ def test_sources_found():
     for name in ("jaxrl.engine.loop", "jaxrl.agents.sac", "jaxrl.envs.toy", "jaxrl.configs",
                  "jaxrl.learning.replay", "jaxrl.learning.replay.storage", "jaxrl.run.cli"):
         assert name in MODULES, name
-    assert "jaxrl.learning.replay" in GRAPH["jaxrl.learning.offpolicy"]  # from ... import replay
+    assert "jaxrl.learning.replay" in GRAPH["jaxrl.agents.common.offpolicy"]  # from .. import
 
 
 def test_no_import_cycles():
@@ -200,11 +204,23 @@ def test_layers_import_only_downwards():
     assert not bad, "imports against the layering (see the module docstring):\n" + "\n".join(bad)
 
 
+def test_learning_imports_only_engine_data_types():
+    bad = [_arrow(src, dst) for src, targets in GRAPH.items() for dst in targets
+           if _layer(src) == "learning" and _layer(dst) == "engine" and dst not in LEARNING_SEES]
+    assert not bad, ("jaxrl.learning imports only " + ", ".join(sorted(LEARNING_SEES)) +
+                     " of the engine (agent bases belong in jaxrl.agents.common):\n"
+                     + "\n".join(bad))
+
+
+def _shared(module: str) -> bool:
+    return module == "jaxrl.agents.common" or module.startswith("jaxrl.agents.common.")
+
+
 def test_no_agent_module_imports_another():
     bad = [_arrow(src, dst) for src, targets in GRAPH.items() for dst in targets
            if src.startswith("jaxrl.agents.") and
            (dst == "jaxrl.agents" or dst.startswith("jaxrl.agents.")) and
-           dst.split(".")[2:3] != src.split(".")[2:3]]
+           dst.split(".")[2:3] != src.split(".")[2:3] and not _shared(dst)]
     assert not bad, "agent modules importing other agents:\n" + "\n".join(bad)
 
 
@@ -245,3 +261,15 @@ def test_jaxrl_imports_resolve():
                         for a in node.names
                         if a.name.startswith("jaxrl.") and a.name not in MODULES]
     assert not bad, "imports of jaxrl names that do not exist:\n" + "\n".join(bad)
+
+
+def test_every_package_is_installed():
+    """Each folder of the sources with an `__init__.py` is listed in pyproject's `packages`
+    (a missing one imports from a checkout but not from an installed wheel)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    packages = {m for m in MODULES if _is_package(m)}
+    assert packages - listed == set(), "packages missing from pyproject.toml"
+    assert listed - packages == set(), "pyproject.toml lists packages that do not exist"

@@ -1,5 +1,6 @@
 """Pure learning blocks shared by the agents: returns, losses, replay, networks, distributions,
-running statistics, optimizers, exploration noise, contrastive critics, the off-policy base.
+running statistics, optimizers, exploration noise, contrastive critics, flow matching.
 
-Imports `jaxrl.engine` only (types and the agent contract).
+Imports only the engine's data types and input checks (`jaxrl.engine.types`,
+`jaxrl.engine.checks`); agent base classes live in `jaxrl.agents.common`.
 """

@@ -23,7 +23,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl.engine.contract import check_choice
+from jaxrl.engine.checks import check_choice
 from jaxrl.learning.networks import ACTIVATIONS
 
 CONVENTIONS = ("jaxrl", "fpo")

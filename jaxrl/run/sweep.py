@@ -26,8 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl.engine import contract as agent_lib
-from jaxrl.engine import loop, parallel
+from jaxrl.engine import checks, loop, parallel
 from jaxrl.run import (
     checkpoint,
     distributed,
@@ -95,7 +94,7 @@ def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=
     for m in members:
         cfg_m, agent_cfg_m = member_configs(m, cfg, agent_config)
         hp = {**agent.default_hp(), **m.values}
-        agent_lib.check_hp(hp, agent.HP_RANGES, group)
+        checks.check_hp(hp, agent.HP_RANGES, group)
         resolved.append(checkpoint.resolved_config(
             agent_name, env_name, cfg_m, agent_cfg_m, spec, hp,
             {"preset": preset, "sweep": os.path.basename(os.path.abspath(sweep_dir)),

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from jaxrl import configs, envs
+from jaxrl.agents.common.contrastive import CRITIC_KEYS
 from jaxrl.agents.cppo import baseline_advantage
 from jaxrl.engine import loop
-from jaxrl.engine.contract import check_goal_spec, lookup
+from jaxrl.engine.checks import check_goal_spec
+from jaxrl.engine.contract import lookup
 from jaxrl.engine.types import EnvSpec
-from jaxrl.learning.contrastive_agent import CRITIC_KEYS
 from jaxrl.run import runner
 
 TRAIN = loop.TrainConfig(num_envs=8, unroll_length=5, total_env_steps=800, num_chunks=2,

@@ -9,9 +9,9 @@ import pytest
 
 from jaxrl import configs
 from jaxrl.agents import PPOConfig
+from jaxrl.agents.common.onpolicy import minibatches as _minibatches
 from jaxrl.engine import loop, rollout
 from jaxrl.engine.types import Transition
-from jaxrl.learning.onpolicy import minibatches as _minibatches
 from jaxrl.run import runner
 
 PRESET = configs.get("ppo-toy-cpu")

@@ -1,7 +1,7 @@
 """The agent contract is enough for a new agent: one class in this file, no other file touched.
 
 `ToyDDPG` below is a complete off-policy agent (deterministic tanh actor, one Q critic, DDPG
-updates, target EMA) written only against the shared base `jaxrl.learning.offpolicy.
+updates, target EMA) written only against the shared base `jaxrl.agents.common.offpolicy.
 OffPolicyAgent` and the learning building blocks (`networks.MLP`, `optim`, `replay.sample`).
 Adding it touched no file outside this test: it is registered at test time with
 `jaxrl.engine.contract.register` (and removed from the registry afterwards), and then the public
@@ -33,10 +33,10 @@ import pytest
 from flax import struct
 from tree_helpers import assert_trees_equal
 
+from jaxrl.agents.common.offpolicy import OffPolicyAgent
 from jaxrl.engine import contract, loop
 from jaxrl.learning import optim, replay
 from jaxrl.learning.networks import MLP
-from jaxrl.learning.offpolicy import OffPolicyAgent
 from jaxrl.run import assemble, runner
 from jaxrl.run import logging as jl
 

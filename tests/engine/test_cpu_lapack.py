@@ -107,7 +107,7 @@ for env_name, c in (("Factorizing", dataclasses.replace(cfg, num_devices=2, num_
         out[env_name + str(c.num_devices)] = "trained"
     except ValueError as e:
         out[env_name + str(c.num_devices)] = str(e)
-from jaxrl.learning.pql_config import PQLConfig
+from jaxrl.agents.common.pql_config import PQLConfig
 pql = PQLConfig(layout="data", num_devices=2, buffer_size=8 * 1024, learning_starts=48,
                 batch_size=32, actor_hidden=(16,), critic_hidden=(16,))
 try:  # an agent layout over 2 CPU devices

@@ -1,4 +1,4 @@
-"""Settings shared by every SAC-family agent (`jaxrl.learning.sac_core.SoftActorCritic`)."""
+"""Settings shared by every SAC-family agent (`jaxrl.agents.common.sac_core.SoftActorCritic`)."""
 
 from __future__ import annotations
 

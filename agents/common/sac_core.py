@@ -32,7 +32,9 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl.engine.contract import check_choice, check_log_std_bounds, check_positive
+from jaxrl.agents.common.offpolicy import OffPolicyAgent, zeros_obs
+from jaxrl.agents.common.sac_config import HP_FIELDS, HP_RANGES, TARGET_ENTROPY, SACCoreConfig
+from jaxrl.engine.checks import check_choice, check_log_std_bounds, check_positive
 from jaxrl.learning import distributions, exploration, losses, optim, replay, reward_scaling
 from jaxrl.learning import running_stats as stats
 from jaxrl.learning.networks import (
@@ -43,8 +45,6 @@ from jaxrl.learning.networks import (
     flatten_obs,
     project_weights,
 )
-from jaxrl.learning.offpolicy import OffPolicyAgent, zeros_obs
-from jaxrl.learning.sac_config import HP_FIELDS, HP_RANGES, TARGET_ENTROPY, SACCoreConfig
 
 
 @struct.dataclass(kw_only=True)
