@@ -179,7 +179,7 @@ def go1_row(args, elapsed: float) -> dict:
     """`ppo-go1-flat-gpu` trained for `--go1-train-s` (less under `--end-s`) with evaluation
     after every 2nd chunk, then `jaxrl export` (ONNX parity) and the closed-loop check
     (`jaxrl eval --policy onnx`) on the saved run; `--artifacts` gets its metrics and model."""
-    from jaxrl.deploy import closed_loop, export
+    import jaxrl
     from jaxrl.run import runner
 
     train_s = args.go1_train_s
@@ -205,11 +205,11 @@ def go1_row(args, elapsed: float) -> dict:
     copies = [(os.path.join(run_dir, "metrics.jsonl"), "go1_metrics.jsonl")]
     try:  # a failed export keeps the curve: the error goes into the row
         t0 = time.perf_counter()
-        ex = export.export_run(run_dir)
+        ex = jaxrl.export(run_dir)
         out["export"] = {"seconds": time.perf_counter() - t0, "max_abs_error": ex.max_abs_error}
         copies += [(ex.path, "go1_policy.onnx"), (ex.sidecar_path, "go1_policy.json")]
         t0 = time.perf_counter()
-        res = closed_loop.closed_loop_run(run_dir, num_episodes=4 if args.quick else 16)[0]
+        res = jaxrl.closed_loop(run_dir, num_episodes=4 if args.quick else 16)[0]
         out["closed_loop"] = dict(res.summary(), seconds=time.perf_counter() - t0,
                                   num_episodes=int(res.onnx_return.shape[0]))
     except Exception as e:  # noqa: BLE001

@@ -30,7 +30,7 @@ import numpy as np
 
 from jaxrl.deploy import export
 from jaxrl.engine import randomization, wrappers
-from jaxrl.run.assemble import key_like
+from jaxrl.engine.rollout import key_like
 
 EXPORT_MODEL = os.path.join("export", "policy.onnx")
 
@@ -172,7 +172,7 @@ def closed_loop_eval(loaded, path: str, meta: dict, num_episodes: int, seed: int
     """Rolls out the ONNX model and the JAX policy of `meta["seed_index"]` (see module doc).
 
     Args:
-        loaded: the run (`jaxrl.run.checkpoint.load_run`) at the exported chunk.
+        loaded: the run (`jaxrl.load_run`) at the exported chunk.
         path, meta: the model and its sidecar (`read_export`).
         num_episodes: N, episodes (parallel env slots) per policy.
         seed: PRNG seed of the initial states (as `jaxrl eval --seed`).
@@ -224,30 +224,6 @@ def check_selection(meta: dict, seed_index: int | None, chunk: int | None, run_d
         if want is not None and want != have:
             raise ValueError(f"the export in {run_dir} is of --{flag} {have}, not {want}: "
                              f"re-export with `jaxrl export {run_dir} --{flag} {want}`.")
-
-
-def closed_loop_run(run_dir: str, num_episodes: int, seed: int = 0, env_name: str | None = None,
-                    seed_index: int | None = None, chunk: int | None = None,
-                    model: str | None = None, num_steps: int | None = None):
-    """`read_export`, `check_selection`, `load_run` at the exported chunk, `closed_loop_eval`.
-
-    Returns:
-        (ClosedLoopResult, the LoadedRun, the model path, the sidecar dict).
-
-    Raises:
-        NotExportedError: the run was never exported (before anything is built or compiled).
-        ValueError: `seed_index` / `chunk` other than the exported ones; bad sizes;
-            `jaxrl.run.checkpoint.CheckpointError` (a ValueError): missing run or checkpoint.
-        ImportError: no onnxruntime.
-    """
-    from jaxrl.run import checkpoint
-
-    checkpoint.read_config(run_dir)  # a missing run dir is named as such, before the export
-    path, meta = read_export(run_dir, model)
-    check_selection(meta, seed_index, chunk, run_dir)
-    loaded = checkpoint.load_run(run_dir, meta.get("chunk"), env_name)
-    result = closed_loop_eval(loaded, path, meta, num_episodes, seed, num_steps)
-    return result, loaded, path, meta
 
 
 def report(res: ClosedLoopResult, loaded, path: str, meta: dict, seed: int) -> list[str]:

@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import jaxrl
+from jaxrl._version import __version__
 from jaxrl.deploy.robot_info import robot_info
 from jaxrl.engine import wrappers
 from jaxrl.engine.types import EnvSpec
@@ -408,7 +408,7 @@ def sidecar(traced: TracedPolicy, spec: EnvSpec, cfg, fmt: str, file: str, error
 
 
 def _versions(fmt: str) -> dict:
-    out = {"jaxrl": jaxrl.__version__, "jax": jax.__version__}
+    out = {"jaxrl": __version__, "jax": jax.__version__}
     names = ("onnx", "onnxruntime") if fmt == "onnx" else ("jaxlib",)
     for name in names:
         try:
@@ -421,28 +421,3 @@ def _versions(fmt: str) -> dict:
 def default_out(run_dir: str, fmt: str) -> str:
     """`RUN_DIR/export/policy.onnx` or `RUN_DIR/export/policy.jaxexport`."""
     return os.path.join(run_dir, "export", "policy" + EXTENSIONS[fmt])
-
-
-def export_run(run_dir: str, fmt: str = "onnx", out: str | None = None, seed_index: int = 0,
-               chunk: int | None = None, batch_size: int = 1) -> ExportResult:
-    """Loads a run's checkpoint (`jaxrl.run.checkpoint.load_run`) and exports one seed's policy.
-
-    Raises:
-        jaxrl.run.checkpoint.CheckpointError: missing run dir or checkpoint.
-        ValueError: unknown format, or `seed_index` outside the run's seeds.
-        ParityError: see `export_policy`.
-    """
-    from jaxrl.run import checkpoint
-
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}.")
-    run = checkpoint.load_run(run_dir, chunk)
-    num_seeds = jax.tree.leaves(run.runner.agent_state)[0].shape[0]
-    if not 0 <= seed_index < num_seeds:
-        raise ValueError(f"seed_index {seed_index} outside the run's {num_seeds} seed(s).")
-    state = jax.tree.map(lambda x: x[seed_index], run.runner.agent_state)
-    info = {"source_run_dir": os.path.abspath(run_dir), "agent": run.agent_name,
-            "env": run.env_name, "seed_index": seed_index, "seed": run.cfg.seed + seed_index,
-            "chunk": run.chunk}
-    return export_policy(run.agent, state, run.env, run.spec, run.cfg,
-                         out or default_out(run_dir, fmt), fmt, batch_size=batch_size, info=info)

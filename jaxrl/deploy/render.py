@@ -249,25 +249,3 @@ def render_policy(agent, agent_state, env, spec, cfg, out: str, num_steps: int |
     fps = control_hz / stride
     write_video(frames, out, fps)
     return RenderResult(out, int(frames.shape[0]), fps, backend)
-
-
-def render_run(run_dir: str, out: str | None = None, num_steps: int | None = None,
-               seed_index: int = 0, chunk: int | None = None, **kwargs) -> RenderResult:
-    """Loads a run (`jaxrl.run.checkpoint.load_run`) and renders seed `seed_index`'s policy to `out`
-    (default `RUN_DIR/videos/rollout.mp4`); `kwargs` go to `render_policy`.
-
-    Raises:
-        jaxrl.run.checkpoint.CheckpointError: missing run dir or checkpoint.
-        ValueError: `seed_index` outside the run's seeds.
-        RenderError: see `render_policy`.
-    """
-    setup_gl()  # before load_run imports mujoco through the env registry
-    from jaxrl.run import checkpoint
-
-    run = checkpoint.load_run(run_dir, chunk)
-    num_seeds = jax.tree.leaves(run.runner.agent_state)[0].shape[0]
-    if not 0 <= seed_index < num_seeds:
-        raise ValueError(f"seed_index {seed_index} outside the run's {num_seeds} seed(s).")
-    state = jax.tree.map(lambda x: x[seed_index], run.runner.agent_state)
-    out = out or os.path.join(run_dir, "videos", "rollout.mp4")
-    return render_policy(run.agent, state, run.env, run.spec, run.cfg, out, num_steps, **kwargs)

@@ -9,6 +9,15 @@ import jax.numpy as jnp
 
 from jaxrl.engine.types import State, Transition
 
+
+def key_like(like: jax.Array, seed: int) -> jax.Array:
+    """A key from `seed` of the same kind as `like`: typed (`jax.random.key`, `like`'s
+    implementation) when `like` is a typed key array, else raw (`jax.random.PRNGKey`)."""
+    if jnp.issubdtype(like.dtype, jax.dtypes.prng_key):
+        return jax.random.key(seed, impl=jax.random.key_impl(like))
+    return jax.random.PRNGKey(seed)
+
+
 PolicyFn = Callable[[object, jax.Array], tuple[jax.Array, dict]]
 
 

@@ -13,6 +13,7 @@ import jaxrl.agents  # noqa: F401  (registers the built-in agents)
 from jaxrl import envs
 from jaxrl.engine import contract as agent_lib
 from jaxrl.engine import loop, parallel, randomization
+from jaxrl.engine.rollout import key_like  # noqa: F401 (also public here)
 
 
 def build(agent_name: str, env_name: str, cfg: loop.TrainConfig, agent_config):
@@ -48,14 +49,6 @@ def seed_keys(cfg: loop.TrainConfig, typed: bool = False) -> jax.Array:
     (`jax.random.key`; same random numbers with the default threefry implementation)."""
     make = jax.random.key if typed else jax.random.PRNGKey
     return jnp.stack([make(cfg.seed + i) for i in range(cfg.num_seeds)])
-
-
-def key_like(like: jax.Array, seed: int) -> jax.Array:
-    """A key from `seed` of the same kind as `like`: typed (`jax.random.key`, `like`'s
-    implementation) when `like` is a typed key array, else raw (`jax.random.PRNGKey`)."""
-    if jnp.issubdtype(like.dtype, jax.dtypes.prng_key):
-        return jax.random.key(seed, impl=jax.random.key_impl(like))
-    return jax.random.PRNGKey(seed)
 
 
 def eval_key(like: jax.Array, seed: int, chunk: int) -> jax.Array:

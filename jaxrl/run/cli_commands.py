@@ -71,13 +71,14 @@ def eval_cmd(argv: list[str]) -> None:
 
 def _eval_onnx(args: EvalArgs) -> None:
     """`jaxrl eval RUN_DIR --policy onnx`: closed-loop ONNX vs JAX (`jaxrl.deploy.closed_loop`)."""
+    from jaxrl import api
     from jaxrl.deploy import closed_loop
     from jaxrl.envs import EnvAssetError
 
     try:
         if args.episodes <= 0:
             raise ValueError(f"--episodes must be positive, got {args.episodes}.")
-        res, loaded, path, meta = closed_loop.closed_loop_run(
+        res, loaded, path, meta = api.closed_loop(
             args.run_dir, args.episodes, args.seed, args.env, args.seed_index, args.chunk)
     except (ValueError, ImportError, EnvAssetError) as err:
         sys.exit(f"error: {err}")
@@ -112,6 +113,7 @@ class ExportArgs:
 
 def export_cmd(argv: list[str]) -> None:
     """`jaxrl export RUN_DIR`: deployable policy + JSON sidecar, parity-checked."""
+    from jaxrl import api
     from jaxrl.deploy import export
     from jaxrl.envs import EnvAssetError
 
@@ -120,8 +122,8 @@ def export_cmd(argv: list[str]) -> None:
         if args.format not in export.FORMATS:
             raise ValueError(f"unknown format {args.format!r}; choose one of "
                              f"{', '.join(export.FORMATS)}.")
-        result = export.export_run(args.run_dir, args.format, args.out, args.seed_index,
-                                   args.chunk, args.batch_size)
+        result = api.export(args.run_dir, args.format, args.out, args.seed_index, args.chunk,
+                            args.batch_size)
     except (ValueError, ImportError, NotImplementedError, EnvAssetError,
             export.ParityError) as err:  # NotImplementedError: onnx_convert.Unsupported...
         sys.exit(f"error: {err}")
@@ -196,9 +198,11 @@ def render_cmd(argv: list[str]) -> None:
         if args.steps is not None and args.steps <= 0:
             raise ValueError(f"--steps must be positive, got {args.steps}.")
         render.setup_gl()
-        result = render.render_run(args.run_dir, args.out, args.steps, args.seed_index,
-                                   args.chunk, width=args.width, height=args.height,
-                                   camera=args.camera, seed=args.seed)
+        from jaxrl import api  # after setup_gl: the API imports the env registry
+
+        result = api.render(args.run_dir, args.out, args.steps, args.seed_index, args.chunk,
+                            width=args.width, height=args.height, camera=args.camera,
+                            seed=args.seed)
     except (ValueError, EnvAssetError, render.RenderError) as err:
         sys.exit(f"error: {err}")
     print(f"wrote {result.path}: {result.num_frames} frames at {result.fps:g} fps "

@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jaxrl
 from jaxrl import configs
 from jaxrl.agents.flow_sac import FlowSACConfig
-from jaxrl.deploy import export
 from jaxrl.deploy.onnx_convert import supported_primitives
 from jaxrl.engine import loop
 from jaxrl.engine.types import Transition
@@ -131,9 +131,9 @@ def test_export_of_a_short_run(tmp_path):
     cfg = _toy_cfg(num_envs=16, total_env_steps=2 * 16 * 4 * 20, num_eval_envs=4)
     runner.train("flow_sac", "PointMass1D", cfg, FlowSACConfig(**SMALL), run_dir=run_dir,
                  progress=False)
-    res = export.export_run(run_dir, "onnx", str(tmp_path / "policy.onnx"))
+    res = jaxrl.export(run_dir, "onnx", str(tmp_path / "policy.onnx"))
     assert res.max_abs_error <= 1e-5
-    res = export.export_run(run_dir, "jax")
+    res = jaxrl.export(run_dir, "jax")
     assert res.max_abs_error <= 1e-5
 
 

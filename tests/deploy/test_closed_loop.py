@@ -17,7 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import configs
+import jaxrl
+from jaxrl import api, configs
 from jaxrl.agents import PPOConfig
 from jaxrl.deploy import closed_loop, onnx_convert
 from jaxrl.engine import loop
@@ -36,7 +37,7 @@ def exported(tmp_path_factory):
     runner.train("ppo", "CartpoleBalance", CFG, PPOConfig(**dict(PRESET.agent_overrides)),
                  run_dir=run_dir, progress=False)
     cli.main(["export", run_dir])
-    result, loaded, path, meta = closed_loop.closed_loop_run(run_dir, EPISODES)
+    result, loaded, path, meta = jaxrl.closed_loop(run_dir, EPISODES)
     return run_dir, result, loaded, path, meta
 
 
@@ -88,7 +89,7 @@ def test_cli_prints_both_returns(exported, capsys, monkeypatch):
         seen["args"] = args
         return res, loaded, path, meta
 
-    monkeypatch.setattr(closed_loop, "closed_loop_run", fake)
+    monkeypatch.setattr(api, "closed_loop", fake)
     cli.main(["eval", run_dir, "--policy", "onnx", "--episodes", str(EPISODES)])
     out = capsys.readouterr().out
     assert seen["args"] == (run_dir, EPISODES, 0, None, None, None)

@@ -56,7 +56,7 @@ def _onnx_actions(path, obs):
 def test_onnx_export_matches_jax_on_recorded_rollout(trained, tmp_path):
     run_dir, result, agent, env, spec = trained
     out = str(tmp_path / "policy.onnx")
-    res = export.export_run(run_dir, "onnx", out, seed_index=1)
+    res = jaxrl.export(run_dir, "onnx", out, seed_index=1)
     assert res.max_abs_error <= 1e-5
     # Independent check: our own recorded rollout of seed 1's trained policy (from the training
     # result, not the checkpoint), onnxruntime vs the JAX policy.
@@ -76,7 +76,7 @@ def test_onnx_export_matches_jax_on_recorded_rollout(trained, tmp_path):
 
 def test_sidecar_fields(trained, tmp_path):
     run_dir, _, _, _, spec = trained
-    res = export.export_run(run_dir, "onnx", str(tmp_path / "p.onnx"))
+    res = jaxrl.export(run_dir, "onnx", str(tmp_path / "p.onnx"))
     with open(res.sidecar_path) as f:
         meta = json.load(f)
     assert res.sidecar_path == str(tmp_path / "p.onnx.json")
@@ -124,7 +124,7 @@ def test_far_observations_catch_a_graph_that_differs_only_out_of_distribution(tr
 
 def test_jax_format_round_trip(trained, tmp_path):
     run_dir, result, agent, env, spec = trained
-    res = export.export_run(run_dir, "jax")
+    res = jaxrl.export(run_dir, "jax")
     assert res.path == os.path.join(run_dir, "export", "policy.jaxexport")
     assert res.max_abs_error <= 1e-5
     with open(res.path, "rb") as f:

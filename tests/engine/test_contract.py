@@ -11,7 +11,7 @@ entry points work on it unchanged:
   (params move away from their init);
 - `jaxrl.run.runner.resume` continues a run killed after chunk 1 and ends bit-identical to the
   uninterrupted run (params, replay buffer, records);
-- `jaxrl.deploy.export.export_run` (what `jaxrl export RUN_DIR` calls) exports its policy to
+- `jaxrl.export` (what `jaxrl export RUN_DIR` calls) exports its policy to
   ONNX with an onnxruntime parity error below 1e-5.
 
 It also checks the contract's guards: `register` rejects a class without `update`
@@ -208,9 +208,9 @@ def test_new_agent_resumes_bit_identically(straight, tmp_path):
 
 def test_new_agent_exports_to_onnx_with_parity(straight, tmp_path):
     pytest.importorskip("onnxruntime")
-    from jaxrl.deploy import export  # what `jaxrl export RUN_DIR` calls
+    import jaxrl  # jaxrl.export: what `jaxrl export RUN_DIR` calls
 
-    result = export.export_run(straight.run_dir, "onnx", out=str(tmp_path / "policy.onnx"))
+    result = jaxrl.export(straight.run_dir, "onnx", out=str(tmp_path / "policy.onnx"))
     assert result.max_abs_error < 1e-5
     assert result.metadata["agent"] == NAME
     assert os.path.isfile(result.path) and os.path.isfile(result.sidecar_path)

@@ -1,0 +1,3 @@
+"""The package version (kept apart so modules can read it without the public API)."""
+
+__version__ = "0.1.0"
