@@ -185,14 +185,13 @@ def ours_configs(s: dict):
 
     if s["kind"] == "preset":
         p = configs.get(s["preset"])
-        cfg = dataclasses.replace(p.train, total_env_steps=PRESET_STEPS, num_chunks=PRESET_CHUNKS,
-                                  seed=s["seed"])
+        cfg = dataclasses.replace(p.train, total_env_steps=PRESET_STEPS, num_chunks=PRESET_CHUNKS)
         return p.agent, p.env, cfg, contract.lookup(p.agent)[1](**dict(p.agent_overrides))
     r = REF
     ups = r["batch_size"] * r["num_minibatches"] // r["num_envs"]
     cfg = TrainConfig(num_envs=r["num_envs"], unroll_length=r["unroll_length"],
                       unrolls_per_update=ups, total_env_steps=r["num_timesteps"],
-                      num_chunks=r["num_evals"], num_eval_envs=r["eval_envs"], seed=s["seed"])
+                      num_chunks=r["num_evals"], num_eval_envs=r["eval_envs"])
     agent_cfg = FPOConfig(policy_hidden=(32, 32, 32, 32), value_hidden=(256,) * 5,
                           num_minibatches=r["num_minibatches"],
                           num_epochs=r["num_updates_per_batch"],
@@ -207,7 +206,7 @@ def ours_configs(s: dict):
     return "fpo", r["env"], cfg, agent_cfg
 
 
-def zero_noise_eval(agent_name, env_name, cfg, agent_cfg, result) -> float:
+def zero_noise_eval(agent_name, env_name, cfg, agent_cfg, result, seed: int = 0) -> float:
     """Eval return of the final state with zero initial noise (same eval key as the last
     chunk's evaluation)."""
     import dataclasses
@@ -219,8 +218,7 @@ def zero_noise_eval(agent_name, env_name, cfg, agent_cfg, result) -> float:
 
     agent, env, spec = assemble.build(agent_name, env_name, cfg,
                                       dataclasses.replace(agent_cfg, zero_sampling_eval=True))
-    key = jax.random.fold_in(assemble.key_like(result.runner.key, cfg.seed + 10_000),
-                             cfg.num_chunks - 1)
+    key = assemble.eval_key(result.runner.key, seed, cfg.num_chunks - 1)  # the last eval's
     ev = runner.make_evaluator(agent, env, spec, cfg)(result.runner.agent_state, key)
     return float(np.mean(jax.device_get(ev["eval/episode_return"])))
 
@@ -241,9 +239,12 @@ def ours_worker(payload: str) -> None:
             compile_events[event] = compile_events.get(event, 0.0) + duration
 
     jax.monitoring.register_event_duration_secs_listener(on_duration)
+    from jaxrl.engine.loop import RunConfig
+
     agent_name, env_name, cfg, agent_cfg = ours_configs(s)
     load0, t0 = os.getloadavg(), time.time()
-    result = runner.train(agent_name, env_name, cfg, agent_cfg, run_dir=None, progress=False)
+    result = runner.train(agent_name, env_name, cfg, agent_cfg, run_dir=None, progress=False,
+                          run=RunConfig(seed=s["seed"]))
     wall = time.time() - t0
     recs = result.records
     steady_s = recs[-1]["wall_time"] - recs[0]["wall_time"]
@@ -263,7 +264,7 @@ def ours_worker(payload: str) -> None:
            "versions": common.versions()}
     if s["kind"] == "ref":
         out["final_eval_zero_noise"] = zero_noise_eval(agent_name, env_name, cfg, agent_cfg,
-                                                       result)
+                                                       result, s["seed"])
     common.print_worker_result(out)
 
 

@@ -180,6 +180,7 @@ def go1_row(args, elapsed: float) -> dict:
     after every 2nd chunk, then `jaxrl export` (ONNX parity) and the closed-loop check
     (`jaxrl eval --policy onnx`) on the saved run; `--artifacts` gets its metrics and model."""
     import jaxrl
+    from jaxrl.engine.loop import RunConfig
     from jaxrl.run import runner
 
     train_s = args.go1_train_s
@@ -188,15 +189,15 @@ def go1_row(args, elapsed: float) -> dict:
     if train_s < 20:
         return {"kind": "train", "skipped": f"{train_s:.0f} s of training left before --end-s"}
     chunks, iters = (3, 1) if args.quick else (GO1_CHUNKS, GO1_ITERS)
-    preset, cfg, agent_cfg = train_configs(GO1_PRESET, chunks, iters, args.quick,
-                                           max_train_seconds=train_s)
+    preset, cfg, agent_cfg = train_configs(GO1_PRESET, chunks, iters, args.quick)
+    run = RunConfig(max_train_seconds=train_s, eval_every=1 if args.quick else 2)
     if args.quick:
         cfg = dataclasses.replace(cfg, num_eval_envs=4, episode_length=100)
     else:
-        cfg = dataclasses.replace(cfg, num_eval_envs=preset.train.num_eval_envs, eval_every=2)
+        cfg = dataclasses.replace(cfg, num_eval_envs=preset.train.num_eval_envs)
     run_dir = tempfile.mkdtemp(prefix="gpu_check_go1_")
     result = runner.train(preset.agent, preset.env, cfg, agent_cfg, run_dir=run_dir,
-                          progress=False, resolved={"preset": GO1_PRESET})
+                          progress=False, resolved={"preset": GO1_PRESET}, run=run)
     out = _train_summary(GO1_PRESET, preset, cfg, result)
     out["curve"] = [{k: r.get(k) for k in ("env_steps", "perf/sps", "episode/return",
                                            "eval/episode_return", "eval/episode_return_std")}
@@ -245,12 +246,12 @@ def train_configs(preset_name: str, chunks: int, min_iters: int, quick: bool, **
 def train_row(preset_name: str, chunks: int, min_iters: int, quick: bool, max_train_s: float,
               **train_kw) -> dict:
     """One `runner.train` run; SPS = median `perf/sps` of the chunks after the first."""
+    from jaxrl.engine.loop import RunConfig
     from jaxrl.run import runner
 
-    preset, cfg, agent_cfg = train_configs(preset_name, chunks, min_iters, quick,
-                                           max_train_seconds=max_train_s, **train_kw)
+    preset, cfg, agent_cfg = train_configs(preset_name, chunks, min_iters, quick, **train_kw)
     result = runner.train(preset.agent, preset.env, cfg, agent_cfg, run_dir=None,
-                          progress=False)
+                          progress=False, run=RunConfig(max_train_seconds=max_train_s))
     out = _train_summary(preset_name, preset, cfg, result)
     del result
     return out

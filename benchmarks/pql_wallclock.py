@@ -32,6 +32,7 @@ import _common
 
 from jaxrl import configs
 from jaxrl.engine.contract import lookup
+from jaxrl.engine.loop import RunConfig
 from jaxrl.run import plotting, runner
 
 AGENTS = {"pql": "pql-cartpole-cpu", "ppo": "ppo-dmc-cpu", "sac": "sac-dmc-cpu"}
@@ -45,8 +46,8 @@ PPO_CHUNKS = {"halfcheetah": 124, "CheetahRun": 620}
 
 def run_one(agent: str, env: str, budget: float, runs: str, eval_envs: int) -> dict:
     preset = configs.get(AGENTS[agent])
-    train = dataclasses.replace(preset.train, max_train_seconds=budget,
-                                num_eval_envs=eval_envs, checkpoint_every=10**6)
+    train = dataclasses.replace(preset.train, num_eval_envs=eval_envs)
+    run = RunConfig(max_train_seconds=budget, checkpoint_every=10**6)
     if agent != "ppo":  # no schedule over the run: extend it, the budget stops it
         per_chunk = train.real_total_env_steps // train.num_chunks
         train = dataclasses.replace(train, num_chunks=OFF_POLICY_CHUNKS,
@@ -59,7 +60,7 @@ def run_one(agent: str, env: str, budget: float, runs: str, eval_envs: int) -> d
     agent_cfg = lookup(preset.agent)[1](**dict(preset.agent_overrides))
     t0 = time.time()
     res = runner.train(agent, env, train, agent_cfg, run_dir=run_dir, progress=False,
-                       resolved={"preset": preset.name})
+                       resolved={"preset": preset.name}, run=run)
     evals = [(r["env_steps"], r["wall_time"], r["eval/episode_return"]) for r in res.records]
     best = max(evals, key=lambda e: e[2])
     return {"agent": agent, "preset": preset.name, "env": env, "run_dir": run_dir,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 
-from jaxrl.engine.loop import TrainConfig
+from jaxrl.engine.loop import RunConfig, TrainConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,6 +19,8 @@ class Preset:
     train: TrainConfig
     agent_overrides: tuple[tuple[str, object], ...] = ()
     description: str = ""
+    run: RunConfig = RunConfig()
+    """Host settings (time budget, checkpoints, ...) other than the defaults."""
 
 
 class UnknownPresetError(ValueError):

@@ -18,7 +18,7 @@
 """
 
 from jaxrl.configs.base import Preset, register
-from jaxrl.engine.loop import TrainConfig
+from jaxrl.engine.loop import RunConfig, TrainConfig
 
 _GPU_TRAIN = TrainConfig(num_envs=4096, unroll_length=1, total_env_steps=100_000_000,
                          num_chunks=50, num_eval_envs=128)
@@ -53,10 +53,10 @@ register(Preset(name="pqld-ce-cartpole-cpu", agent="pql", env="CartpoleBalance",
                 description="PQL-D (cross-entropy target) on CartpoleBalance, 2 CPU cores."))
 
 _CHEETAH_TRAIN = TrainConfig(num_envs=32, unroll_length=4, total_env_steps=4_000_000,
-                             num_chunks=500, num_eval_envs=16, max_train_seconds=1800.0)
+                             num_chunks=500, num_eval_envs=16)
 _CHEETAH = (("actor_hidden", (256, 128, 64)), ("critic_hidden", (256, 128, 64)),
             ("batch_size", 256), ("buffer_size", 100_000), ("learning_starts", 4096),
             ("critic_updates_per_step", 16), ("critic_updates_per_actor_update", 2))
 register(Preset(name="pql-cheetah-cpu", agent="pql", env="CheetahRun", train=_CHEETAH_TRAIN,
-                agent_overrides=_CHEETAH,
+                agent_overrides=_CHEETAH, run=RunConfig(max_train_seconds=1800.0),
                 description="PQL on DM Control CheetahRun, 2 CPU cores, 30 min budget."))

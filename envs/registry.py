@@ -152,7 +152,7 @@ def list_envs() -> dict[str, tuple[str, ...]]:
     return listing
 
 
-def _find_family(name: str) -> EnvFamily:
+def find_family(name: str) -> EnvFamily:
     listing = list_envs()
     for family, names in listing.items():
         if name in names:
@@ -181,7 +181,7 @@ def check_env_name(name: str) -> str:
             the reason when a family names it as unsupported).
         ValueError: two families register the same env name.
     """
-    _find_family(name)
+    find_family(name)
     return name
 
 
@@ -216,7 +216,7 @@ def make(name: str, *, impl: str | None = None, episode_length: int | None = Non
             directory (the message names the `robots` extra and $JAXRL_MENAGERIE_PATH).
         ValueError: two families register the same env name.
     """
-    family = _find_family(name)
+    family = find_family(name)
     return family.make_fn(name, impl=impl, episode_length=episode_length, **overrides)
 
 

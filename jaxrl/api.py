@@ -33,7 +33,7 @@ from jaxrl.configs import Preset
 from jaxrl.configs import get as get_preset
 from jaxrl.engine.contract import list_agents
 from jaxrl.engine.contract import lookup as get_agent
-from jaxrl.engine.loop import TrainConfig
+from jaxrl.engine.loop import RunConfig, TrainConfig
 from jaxrl.envs import list_envs
 from jaxrl.envs import make as make_env
 from jaxrl.run.checkpoint import LoadedRun, load_run
@@ -42,7 +42,7 @@ from jaxrl.run.sweep import SweepResult
 
 __all__ = ["train", "resume", "sweep", "load_run", "evaluate", "export", "render", "closed_loop",
            "make_env", "get_agent", "list_agents", "list_envs", "list_presets", "get_preset",
-           "resolve", "TrainConfig", "Preset", "LoadedRun", "RunResult", "SweepResult",
+           "resolve", "TrainConfig", "RunConfig", "Preset", "LoadedRun", "RunResult", "SweepResult",
            "PPOConfig", "SACConfig", "WarpSACConfig", "FastDSACConfig", "PQLConfig", "FPOConfig",
            "PolicyFlowConfig", "FlowSACConfig", "CRLConfig", "CPPOConfig"]
 
@@ -54,19 +54,21 @@ def list_presets() -> tuple[str, ...]:
 
 
 def resolve(preset: str | None = None, agent: str | None = None, env: str | None = None,
-            train_config: TrainConfig | None = None, agent_config=None, **overrides):
-    """`(agent, env, TrainConfig, agent config)` from a preset and overrides.
+            train_config: TrainConfig | None = None, agent_config=None,
+            run_config: RunConfig | None = None, **overrides):
+    """`(agent, env, TrainConfig, agent config, RunConfig)` from a preset and overrides.
 
     Args:
         preset: a preset name; None starts from the defaults (then `agent` and `env` are needed).
         agent, env: replace the preset's (the agent config then starts from the new agent's
             defaults).
-        train_config: replaces the preset's `TrainConfig`.
+        train_config: replaces the preset's `TrainConfig` (the program: sizes, budget).
         agent_config: an agent config instance replacing the preset's.
-        overrides: field name -> value, of `TrainConfig` or of the agent config.
+        run_config: replaces the preset's `RunConfig` (host: seed, checkpoints, logger, ...).
+        overrides: field name -> value, of `TrainConfig`, `RunConfig` or the agent config.
 
     Raises:
-        ValueError: unknown preset, agent or field (with close matches); a name in both configs.
+        ValueError: unknown preset, agent or field (with close matches); a name in two configs.
     """
     p = get_preset(preset) if preset else None
     agent = agent or (p.agent if p else None)
@@ -74,35 +76,38 @@ def resolve(preset: str | None = None, agent: str | None = None, env: str | None
     if agent is None or env is None:
         raise ValueError("name a preset, or both agent= and env=.")
     config_cls = get_agent(agent)[1]
-    cfg = train_config or (p.train if p else TrainConfig())
     if agent_config is None:
         same = p is not None and p.agent == agent
         agent_config = config_cls(**dict(p.agent_overrides)) if same else config_cls()
-    train_names = {f.name for f in dataclasses.fields(TrainConfig)}
-    agent_names = {f.name for f in dataclasses.fields(config_cls)}
+    configs = [train_config or (p.train if p else TrainConfig()), agent_config,
+               run_config or (p.run if p else RunConfig())]
+    names = [{f.name for f in dataclasses.fields(c)} for c in configs]
+    known = sorted(set().union(*names))
     for name in overrides:
-        if name in train_names and name in agent_names:
-            raise ValueError(f"{name!r} is a field of both TrainConfig and {config_cls.__name__}"
-                             ": pass train_config= or agent_config= instead.")
-        if name not in train_names | agent_names:
-            close = difflib.get_close_matches(name, sorted(train_names | agent_names), n=3)
+        owners = [type(c).__name__ for c, n in zip(configs, names, strict=True) if name in n]
+        if len(owners) > 1:
+            raise ValueError(f"{name!r} is a field of both {owners[0]} and {owners[1]}: pass "
+                             "train_config=, agent_config= or run_config= instead.")
+        if not owners:
+            close = difflib.get_close_matches(name, known, n=3)
             hint = f" Did you mean {', '.join(close)}?" if close else ""
-            raise ValueError(f"unknown setting {name!r} (not a field of TrainConfig or "
-                             f"{config_cls.__name__}).{hint}")
-    cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if k in train_names})
-    agent_config = dataclasses.replace(
-        agent_config, **{k: v for k, v in overrides.items() if k in agent_names})
-    return agent, env, cfg, agent_config
+            raise ValueError(f"unknown setting {name!r} (not a field of TrainConfig, RunConfig "
+                             f"or {config_cls.__name__}).{hint}")
+    cfg, agent_config, run = (dataclasses.replace(c, **{k: v for k, v in overrides.items()
+                                                        if k in n})
+                              for c, n in zip(configs, names, strict=True))
+    return agent, env, cfg, agent_config, run
 
 
 def train(preset: str | None = None, *, agent: str | None = None, env: str | None = None,
           train_config: TrainConfig | None = None, agent_config=None,
-          run_dir: str | None = None, hp: dict | None = None, progress: bool = False,
-          programs: str | None = None, **overrides) -> RunResult:
+          run_config: RunConfig | None = None, run_dir: str | None = None,
+          hp: dict | None = None, progress: bool = False, programs: str | None = None,
+          **overrides) -> RunResult:
     """Trains `num_seeds` seeds of one agent on one env as one program (`jaxrl train`).
 
     Args:
-        preset, agent, env, train_config, agent_config, overrides: as `resolve`.
+        preset, agent, env, train_config, agent_config, run_config, overrides: as `resolve`.
         run_dir: folder for config.json, metrics, checkpoints and final params (None: keep
             nothing); continue it later with `resume`.
         hp: float hyperparameters overriding the agent config's, the same for every seed.
@@ -112,12 +117,12 @@ def train(preset: str | None = None, *, agent: str | None = None, env: str | Non
     Returns:
         RunResult: final runner, per-chunk metric records, compile and train seconds.
     """
-    agent, env, cfg, agent_config = resolve(preset, agent, env, train_config, agent_config,
-                                            **overrides)
+    agent, env, cfg, agent_config, run = resolve(preset, agent, env, train_config, agent_config,
+                                                 run_config, **overrides)
     from jaxrl.run import runner
 
     return runner.train(agent, env, cfg, agent_config, run_dir, progress, hp,
-                        resolved={"preset": preset}, programs=programs)
+                        resolved={"preset": preset}, programs=programs, run=run)
 
 
 def resume(run_dir: str, *, total_env_steps: int | None = None,
@@ -133,7 +138,8 @@ def resume(run_dir: str, *, total_env_steps: int | None = None,
 def sweep(preset: str | None = None, *, sweep_dir: str, grid: dict | None = None,
           random: dict | None = None, num_samples: int = 0, sample_seed: int = 0,
           seeds: Sequence[int] = (0,), agent: str | None = None, env: str | None = None,
-          train_config: TrainConfig | None = None, agent_config=None, progress: bool = False,
+          train_config: TrainConfig | None = None, agent_config=None,
+          run_config: RunConfig | None = None, progress: bool = False,
           programs: str | None = None, **overrides) -> SweepResult:
     """Trains seeds x hyperparameter points as one program (`jaxrl sweep`).
 
@@ -151,8 +157,8 @@ def sweep(preset: str | None = None, *, sweep_dir: str, grid: dict | None = None
     from jaxrl.run import sweep as sweeps
     from jaxrl.run import sweep_spec
 
-    agent, env, cfg, agent_config = resolve(preset, agent, env, train_config, agent_config,
-                                            **overrides)
+    agent, env, cfg, agent_config, run = resolve(preset, agent, env, train_config, agent_config,
+                                                 run_config, **overrides)
     hp_fields = get_agent(agent)[0].HP_FIELDS
     fields = tuple(f.name for f in dataclasses.fields(agent_config))
     group = agent.replace("-", "_")
@@ -165,7 +171,7 @@ def sweep(preset: str | None = None, *, sweep_dir: str, grid: dict | None = None
                                num_samples, sample_seed)
     members = sweep_spec.members(points, list(seeds))
     return sweeps.run_sweep(agent, env, cfg, agent_config, members, sweep_dir, progress,
-                            preset, programs)
+                            preset, programs, run)
 
 
 def _loaded(run: str | LoadedRun, chunk: int | None = None) -> LoadedRun:
@@ -214,7 +220,7 @@ def export(run_dir: str, fmt: str = "onnx", out: str | None = None, seed_index: 
     run = load_run(run_dir, chunk)
     state = _seed_state(run, seed_index)
     info = {"source_run_dir": os.path.abspath(run_dir), "agent": run.agent_name,
-            "env": run.env_name, "seed_index": seed_index, "seed": run.cfg.seed + seed_index,
+            "env": run.env_name, "seed_index": seed_index, "seed": run.run.seed + seed_index,
             "chunk": run.chunk}
     return exporting.export_policy(run.agent, state, run.env, run.spec, run.cfg,
                                    out or exporting.default_out(run_dir, fmt), fmt,

@@ -31,15 +31,16 @@ def test_import_is_lazy():
 
 
 def test_resolve_preset_and_overrides():
-    agent, env, cfg, agent_cfg = jaxrl.resolve("ppo-toy-cpu", total_env_steps=1234,
-                                               learning_rate=0.5)
+    agent, env, cfg, agent_cfg, run = jaxrl.resolve("ppo-toy-cpu", total_env_steps=1234,
+                                                    learning_rate=0.5, seed=7)
     preset = jaxrl.get_preset("ppo-toy-cpu")
     assert (agent, env) == (preset.agent, preset.env)
     assert cfg.total_env_steps == 1234 and cfg.num_envs == preset.train.num_envs
-    assert agent_cfg.learning_rate == 0.5
+    assert agent_cfg.learning_rate == 0.5 and run == jaxrl.RunConfig(seed=7)
+    assert jaxrl.resolve("pql-cheetah-cpu")[4].max_train_seconds == 1800.0  # the preset's
     assert agent_cfg.value_hidden == dict(preset.agent_overrides)["value_hidden"]
     # another agent on the preset's env starts from that agent's defaults
-    _, _, _, sac_cfg = jaxrl.resolve("ppo-toy-cpu", agent="sac")
+    _, _, _, sac_cfg, _ = jaxrl.resolve("ppo-toy-cpu", agent="sac")
     assert sac_cfg == jaxrl.SACConfig()
     with pytest.raises(ValueError, match="Did you mean learning_rate"):
         jaxrl.resolve("ppo-toy-cpu", learning_rat=1.0)
@@ -52,8 +53,8 @@ def test_resolve_preset_and_overrides():
 def test_train_evaluate_resume_match_the_runner(tmp_path):
     run_dir = str(tmp_path / "api")
     result = jaxrl.train("ppo-toy-cpu", run_dir=run_dir, **SMALL)
-    agent, env, cfg, agent_cfg = jaxrl.resolve("ppo-toy-cpu", **SMALL)
-    direct = runner.train(agent, env, cfg, agent_cfg, progress=False)
+    agent, env, cfg, agent_cfg, run = jaxrl.resolve("ppo-toy-cpu", **SMALL)
+    direct = runner.train(agent, env, cfg, agent_cfg, progress=False, run=run)
     assert_trees_equal(result.runner.agent_state, direct.runner.agent_state)
     with open(os.path.join(run_dir, "config.json")) as f:
         assert json.load(f)["preset"] == "ppo-toy-cpu"

@@ -276,3 +276,36 @@ def test_every_package_is_installed():
     packages = {m for m in MODULES if _is_package(m)}
     assert packages - listed == set(), "packages missing from pyproject.toml"
     assert listed - packages == set(), "pyproject.toml lists packages that do not exist"
+
+
+def _private_uses(module: str):
+    """(line, what) for each private name of another jaxrl module that `module` imports or
+    reads (`from jaxrl.x import _name`, `x._name`)."""
+    tree = ast.parse(MODULES[module].read_text())
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("jaxrl"):
+            for a in node.names:
+                if f"{node.module}.{a.name}" in MODULES:
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in MODULES and a.asname:
+                    aliases[a.asname] = a.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("jaxrl"):
+            yield from ((node.lineno, f"from {node.module} import {a.name}") for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")
+                        and f"{node.module}.{a.name}" not in MODULES)
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in aliases and node.attr.startswith("_")
+                and not node.attr.startswith("__") and aliases[node.value.id] != module):
+            yield node.lineno, f"{node.value.id}.{node.attr}"
+
+
+def test_no_module_uses_another_modules_private_names():
+    """Shared code is public in one place (train and sweep once called each other's private
+    helpers; the one run session, `jaxrl.run.session`, now holds them)."""
+    bad = [f"{MODULES[m].relative_to(ROOT)}:{line}: {name}" for m in MODULES
+           for line, name in _private_uses(m)]
+    assert not bad, "private names used across modules:\n" + "\n".join(bad)

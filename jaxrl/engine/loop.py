@@ -23,7 +23,8 @@ from jaxrl.engine.types import State, Transition
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """Static settings of a run (anything that changes shapes or program structure)."""
+    """The program's settings: anything that changes shapes or program structure (host-side
+    settings of a run, which the compiled program never sees, are `RunConfig`'s)."""
 
     num_envs: int = 256
     """Parallel envs N (vmapped)."""
@@ -41,14 +42,10 @@ class TrainConfig:
     """Host round trips: progress, logs and evaluation happen between chunks."""
     num_eval_envs: int = 128
     """Envs (one deterministic episode each) per evaluation; 0 disables evaluation."""
-    eval_every: int = 1
-    """Evaluate every this many chunks (and always after the last)."""
     episode_length: int | None = None
     """Time limit in env steps; None keeps the env's default (1000 for DM Control)."""
     action_repeat: int = 1
     """Env steps per policy step."""
-    seed: int = 0
-    """First seed; seeds `seed .. seed + num_seeds - 1` run vmapped in one program."""
     num_seeds: int = 1
     """Independent seeds trained together (vmapped, one compile)."""
     num_devices: int = 1
@@ -65,19 +62,6 @@ class TrainConfig:
     env_impl: str | None = None
     """MJX implementation for Playground envs (`jax` or `warp`); None: `jax` on CPU, and on a GPU
     `warp` when warp-lang is installed, else `jax` (`jaxrl.envs.registry.default_impl`)."""
-    checkpoint_every: int = 1
-    """Save the whole run state every this many chunks (and always after the last), to
-    `<run_dir>/checkpoints/<chunk>`; `jaxrl train --resume RUN_DIR` continues from the latest."""
-    keep_checkpoints: int = 3
-    """Checkpoints kept on disk (older ones are deleted)."""
-    max_train_seconds: float | None = None
-    """Wall-clock budget: stop after the first chunk at which the training time (compile and
-    evaluation excluded) reaches this many seconds, as PQL's `max_time`; that chunk is evaluated
-    and saved like the last one. None runs every chunk. May change on `--resume` (it counts the
-    whole run's training time)."""
-    checkpoint_replay: bool = True
-    """Include an off-policy agent's replay buffer in checkpoints. False keeps them small, but
-    the buffer restarts empty on resume, so a resumed run is no longer bit-identical."""
     domain_randomization: str | None = None
     """Domain randomization of the simulator model, re-drawn for an env at every reset:
     `playground` uses the env's randomizer from MuJoCo Playground's registry (Go1, G1, T1,
@@ -86,14 +70,6 @@ class TrainConfig:
     eval_randomization: bool = True
     """With `domain_randomization` set, evaluate on randomized models too; False evaluates on
     the nominal model."""
-    logger: str | None = None
-    """Metrics sink beside `metrics.jsonl` and TensorBoard: `wandb` (Weights & Biases, extra
-    `jaxrl[wandb]`; offline files in the run dir when no account is set up; sweep members are
-    grouped by sweep). None: only the two."""
-    watchdog_seconds: float | None = 3600.0
-    """A run in which no chunk (nor the compile before the first) finishes within this many
-    seconds is stuck: the stacks of all threads go to `<run_dir>/stuck-<time>.txt` and the
-    process exits with status 3, naming the file (`jaxrl.run.watchdog`). None: no watchdog."""
 
     @property
     def env_steps_per_iteration(self) -> int:
@@ -111,25 +87,68 @@ class TrainConfig:
     def validate(self) -> None:
         """Raises ValueError naming the field to change."""
         for name in ("num_envs", "unroll_length", "unrolls_per_update", "total_env_steps",
-                     "num_chunks", "eval_every", "action_repeat", "num_seeds", "num_devices",
-                     "checkpoint_every", "keep_checkpoints"):
+                     "num_chunks", "action_repeat", "num_seeds", "num_devices"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}.")
         if self.num_eval_envs < 0:
             raise ValueError(f"num_eval_envs must be >= 0, got {self.num_eval_envs}.")
-        if self.logger not in (None, "wandb"):
-            raise ValueError(f"logger must be None or 'wandb', got {self.logger!r}.")
         if self.num_envs % self.num_devices:
             raise ValueError(f"num_devices={self.num_devices} does not divide num_envs="
                              f"{self.num_envs}: every device steps the same number of envs.")
-        for name in ("max_train_seconds", "watchdog_seconds"):
-            budget = getattr(self, name)
-            if budget is not None and not (math.isfinite(budget) and budget > 0):
-                raise ValueError(f"{name} must be positive and finite, got {budget}.")
         if self.max_resets is not None and self.max_resets <= 0:
             raise ValueError(f"max_resets must be positive, got {self.max_resets}.")
         if self.episode_length is not None and self.episode_length <= 0:
             raise ValueError(f"episode_length must be positive, got {self.episode_length}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """The host's settings of a run: seeds' numbering, evaluation cadence, checkpoints, logs,
+    time budget and watchdog. The compiled program never reads them, so they are not part of
+    the stored-program key: two runs that differ only here share their compiled programs.
+    (Defined beside `TrainConfig` so presets can hold both; only `jaxrl.run` reads it.)"""
+
+    seed: int = 0
+    """First seed; seeds `seed .. seed + num_seeds - 1` run vmapped in one program."""
+    eval_every: int = 1
+    """Evaluate every this many chunks (and always after the last)."""
+    checkpoint_every: int = 1
+    """Save the whole run state every this many chunks (and always after the last), to
+    `<run_dir>/checkpoints/<chunk>`; `jaxrl train --resume RUN_DIR` continues from the latest."""
+    keep_checkpoints: int = 3
+    """Checkpoints kept on disk (older ones are deleted)."""
+    max_train_seconds: float | None = None
+    """Wall-clock budget: stop after the first chunk at which the training time (compile and
+    evaluation excluded) reaches this many seconds, as PQL's `max_time`; that chunk is evaluated
+    and saved like the last one. None runs every chunk. May change on `--resume` (it counts the
+    whole run's training time)."""
+    checkpoint_replay: bool = True
+    """Include an off-policy agent's replay buffer in checkpoints. False keeps them small, but
+    the buffer restarts empty on resume, so a resumed run is no longer bit-identical."""
+    logger: str | None = None
+    """Metrics sink beside `metrics.jsonl` and TensorBoard: `wandb` (Weights & Biases, extra
+    `jaxrl[wandb]`; offline files in the run dir when no account is set up; sweep members are
+    grouped by sweep). None: only the two."""
+    watchdog_seconds: float | None = 3600.0
+    """A run in which no chunk (nor the compile before the first) finishes within this many
+    seconds is stuck: the stacks of all threads go to `<run_dir>/stuck-<time>.txt` and the
+    process exits with status 3, naming the file (`jaxrl.run.watchdog`). None: no watchdog."""
+
+    def validate(self) -> None:
+        """Raises ValueError naming the field to change."""
+        for name in ("eval_every", "checkpoint_every", "keep_checkpoints"):
+            if int(getattr(self, name)) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}.")
+        if self.logger not in (None, "wandb"):
+            raise ValueError(f"logger must be None or 'wandb', got {self.logger!r}.")
+        for name in ("max_train_seconds", "watchdog_seconds"):
+            budget = getattr(self, name)
+            if budget is not None and not (math.isfinite(budget) and budget > 0):
+                raise ValueError(f"{name} must be positive and finite, got {budget}.")
+
+
+RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunConfig))
+"""Names of the host settings (older config.json files keep them under `train`)."""
 
 
 @struct.dataclass(kw_only=True)

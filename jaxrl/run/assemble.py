@@ -43,12 +43,12 @@ def build_agent(agent_name: str, cfg: loop.TrainConfig, agent_config, spec):
     return agent
 
 
-def seed_keys(cfg: loop.TrainConfig, typed: bool = False) -> jax.Array:
-    """Keys for seeds `seed .. seed + num_seeds - 1` (distinct, never shared): raw uint32
-    `[S, 2]` (`jax.random.PRNGKey`), or with `typed` a typed key array `[S]`
-    (`jax.random.key`; same random numbers with the default threefry implementation)."""
+def seed_keys(cfg: loop.TrainConfig, seed: int = 0, typed: bool = False) -> jax.Array:
+    """Keys for seeds `seed .. seed + cfg.num_seeds - 1` (`RunConfig.seed`; distinct, never
+    shared): raw uint32 `[S, 2]` (`jax.random.PRNGKey`), or with `typed` a typed key array
+    `[S]` (`jax.random.key`; same random numbers with the default threefry implementation)."""
     make = jax.random.key if typed else jax.random.PRNGKey
-    return jnp.stack([make(cfg.seed + i) for i in range(cfg.num_seeds)])
+    return jnp.stack([make(seed + i) for i in range(cfg.num_seeds)])
 
 
 def eval_key(like: jax.Array, seed: int, chunk: int) -> jax.Array:

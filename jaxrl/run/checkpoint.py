@@ -39,6 +39,7 @@ from jaxrl.run.run_config import (  # noqa: F401 (re-exported: the checkpoint AP
     config_from_dict,
     jsonify,
     parse_config,
+    parse_run,
     read_config,
     resolved_config,
     write_config,
@@ -63,6 +64,7 @@ class LoadedRun:
         runner: the restored `loop.RunState`, every leaf with a leading seed axis S.
         run_dir: the run dir.
         chunk: the chunk index of the checkpoint loaded (1-based: chunks completed).
+        run: the run's host settings (`RunConfig`: first seed, checkpoints, logger, ...).
     """
 
     agent: Any
@@ -75,6 +77,7 @@ class LoadedRun:
     runner: loop.RunState
     run_dir: str
     chunk: int
+    run: loop.RunConfig = dataclasses.field(default_factory=loop.RunConfig)
 
 
 # --- replay buffer ------------------------------------------------------------------------------
@@ -136,8 +139,8 @@ class Checkpointer:
 
     Args:
         run_dir: the run dir.
-        keep: checkpoints kept (`TrainConfig.keep_checkpoints`); older ones are deleted on save.
-        replay: include the agent state's replay buffer (`TrainConfig.checkpoint_replay`).
+        keep: checkpoints kept (`RunConfig.keep_checkpoints`); older ones are deleted on save.
+        replay: include the agent state's replay buffer (`RunConfig.checkpoint_replay`).
         read_only: open for reading only (never creates, deletes or cleans anything).
         agent: the run's agent; needed to save or restore without the replay buffer of an
             agent that declares `has_replay`.
@@ -440,4 +443,5 @@ def load_run(run_dir: str, chunk: int | None = None, env_name: str | None = None
         runner=state,
         run_dir=run_dir,
         chunk=step,
+        run=parse_run(resolved),
     )

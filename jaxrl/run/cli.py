@@ -22,12 +22,12 @@ from jaxrl.run import cli_commands
 from jaxrl.run.cli_args import (  # noqa: F401 (the CLI's public names)
     DEFAULT_PRESET,
     CommonArgs,
-    _agent_names,
-    _args_type,
-    _flag_value,
-    _preset_name,
-    _registry,
+    agent_names,
+    agent_registry,
+    args_type,
     defaults_from_preset,
+    flag_value,
+    preset_name,
     process_setup,
 )
 from jaxrl.run.cli_commands import COMMANDS
@@ -40,20 +40,21 @@ def resolve(argv: list[str]):
         ValueError: unknown preset/agent/env, or invalid sizes and budgets (before compiling).
         SystemExit: unknown flags or unparsable values (tyro's message).
     """
-    agent_lib = _registry()
+    agent_lib = agent_registry()
     from jaxrl.envs import registry
 
-    defaults = defaults_from_preset(_preset_name(argv))
+    defaults = defaults_from_preset(preset_name(argv))
     args = tyro.cli(type(defaults), default=defaults, args=argv, prog="jaxrl train",
                     description="Train an agent on an env (default: PPO on CartpoleBalance, "
                     "CPU preset).")
     agent_lib.lookup(args.agent)
     registry.check_env_name(args.env)
     args.train.validate()
+    args.run.validate()
     return args, args.agent, args.env, args.train, getattr(args, args.agent.replace("-", "_"))
 
 
-TRAIN_ON_FLAGS = ("total_env_steps", "max_train_seconds")
+TRAIN_ON_FLAGS = {"train": ("total_env_steps",), "run": ("max_train_seconds",)}
 
 
 def resolve_resume(argv: list[str]):
@@ -70,31 +71,34 @@ def resolve_resume(argv: list[str]):
     """
     from jaxrl.run import checkpoint
 
-    run_dir = _flag_value(argv, "--resume")
+    run_dir = flag_value(argv, "--resume")
     resolved = checkpoint.read_config(run_dir)
     agent_name, env_name, cfg, agent_cfg, _ = checkpoint.parse_config(resolved)
+    run = checkpoint.parse_run(resolved)
     group = agent_name.replace("-", "_")
-    saved = _args_type()(preset=resolved.get("preset", DEFAULT_PRESET), agent=agent_name,
-                         env=env_name, run_dir=run_dir, resume=run_dir, train=cfg,
+    saved = args_type()(preset=resolved.get("preset", DEFAULT_PRESET), agent=agent_name,
+                         env=env_name, run_dir=run_dir, resume=run_dir, train=cfg, run=run,
                          **{group: agent_cfg})
     args = tyro.cli(type(saved), default=saved, args=argv, prog="jaxrl train")
     diffs = [f"--{k.replace('_', '-')} {getattr(args, k)} (saved: {getattr(saved, k)})"
              for k in ("preset", "agent", "env", "run_dir")
              if getattr(args, k) != getattr(saved, k)]
-    groups = [("", "train")] + [(f"{n}.", n.replace("-", "_")) for n in _agent_names()]
+    groups = [("", "train"), ("", "run")] + [(f"{n}.", n.replace("-", "_"))
+                                             for n in agent_names()]
     for prefix, attr in groups:
         new, old = getattr(args, attr), getattr(saved, attr)
         diffs += [f"--{prefix}{f.name.replace('_', '-')} {getattr(new, f.name)} (saved: "
                   f"{getattr(old, f.name)})" for f in dataclasses.fields(old)
                   if getattr(new, f.name) != getattr(old, f.name)
-                  and not (attr == "train" and f.name in TRAIN_ON_FLAGS)]
+                  and f.name not in TRAIN_ON_FLAGS.get(attr, ())]
     if diffs:
         raise ValueError(f"--resume continues {run_dir} with its saved config.json, but "
                          f"{'; '.join(diffs)}. Drop these flags (only --total-env-steps and "
                          "--max-train-seconds may change on a resume: they train on), or "
                          "start a new run in another --run-dir.")
-    budgets = {k: getattr(args.train, k) for k in TRAIN_ON_FLAGS
-               if getattr(args.train, k) != getattr(cfg, k)}
+    budgets = {k: getattr(getattr(args, attr), k) for attr, names in TRAIN_ON_FLAGS.items()
+               for k in names
+               if getattr(getattr(args, attr), k) != getattr(getattr(saved, attr), k)}
     return run_dir, args, budgets
 
 
@@ -108,7 +112,7 @@ def train(argv: list[str]) -> None:
     from jaxrl.run import process, runner
 
     try:
-        if _flag_value(argv, "--resume") is not None:
+        if flag_value(argv, "--resume") is not None:
             run_dir, args, budgets = resolve_resume(argv)
             process.provide_cpu_devices(args.train.num_seeds)
             result = runner.resume(run_dir, args.progress, programs=process.program_store(),
@@ -122,7 +126,7 @@ def train(argv: list[str]) -> None:
                 raise ValueError(f"--run-dir {run_dir!r} is a file, not a folder.")
             result = runner.train(agent_name, env_name, cfg, agent_cfg, run_dir, args.progress,
                                   resolved={"preset": args.preset},
-                                  programs=process.program_store())
+                                  programs=process.program_store(), run=args.run)
     except (ValueError, EnvAssetError) as err:
         sys.exit(f"error: {err}")
     except runner.TrainingInterrupted as err:
@@ -161,7 +165,7 @@ def list_cmd(what: Annotated[Literal["envs", "agents", "presets"], tyro.conf.Pos
             for name, reason in missing.items():
                 print(f"  {name}: {reason}")
     elif what == "agents":
-        registry = _registry()
+        registry = agent_registry()
         names = registry.list_agents()
         width = max(map(len, names))
         print("\n".join(f"{n:{width}s}  {registry.describe(n)}" for n in names))

@@ -44,7 +44,7 @@ class CommonArgs:
     """Multi-host runs: this process's index, 0 .. num_processes - 1 (0 writes the logs)."""
 
 
-def _registry():
+def agent_registry():
     """The agent registry (`jaxrl.engine.contract`) with the built-in agents registered."""
     import jaxrl.agents  # noqa: F401  (registers them)
     from jaxrl.engine import contract
@@ -52,20 +52,23 @@ def _registry():
     return contract
 
 
-def _args_type():
-    """TrainArgs: CommonArgs + `train: TrainConfig` (flags without prefix) + one group per agent."""
-    agent_lib = _registry()
-    from jaxrl.engine.loop import TrainConfig
+def args_type():
+    """TrainArgs: CommonArgs + `train: TrainConfig` and `run: RunConfig` (flags without prefix)
+    + one group per agent."""
+    agent_lib = agent_registry()
+    from jaxrl.engine.loop import RunConfig, TrainConfig
 
     fields = [("train", Annotated[TrainConfig, tyro.conf.OmitArgPrefixes],
-               dataclasses.field(default_factory=TrainConfig))]
+               dataclasses.field(default_factory=TrainConfig)),
+              ("run", Annotated[RunConfig, tyro.conf.OmitArgPrefixes],
+               dataclasses.field(default_factory=RunConfig))]
     for name in agent_lib.list_agents():
         cls = agent_lib.lookup(name)[1]
         fields.append((name.replace("-", "_"), cls, dataclasses.field(default_factory=cls)))
     return dataclasses.make_dataclass("TrainArgs", fields, bases=(CommonArgs,), frozen=True)
 
 
-def _preset_name(argv: list[str]) -> str:
+def preset_name(argv: list[str]) -> str:
     for i, arg in enumerate(argv):
         if arg == "--preset" and i + 1 < len(argv):
             return argv[i + 1]
@@ -77,22 +80,22 @@ def _preset_name(argv: list[str]) -> str:
 def defaults_from_preset(name: str):
     """A TrainArgs instance holding the preset's values (raises on an unknown preset)."""
     from jaxrl import configs
-    agent_lib = _registry()
+    agent_lib = agent_registry()
 
     preset = configs.get(name)
-    cls = _args_type()
+    cls = args_type()
     agent_cfg = agent_lib.lookup(preset.agent)[1](**dict(preset.agent_overrides))
     return cls(preset=name, agent=preset.agent, env=preset.env, train=preset.train,
-               **{preset.agent.replace("-", "_"): agent_cfg})
+               run=preset.run, **{preset.agent.replace("-", "_"): agent_cfg})
 
 
-def _agent_names() -> tuple[str, ...]:
-    agent_lib = _registry()
+def agent_names() -> tuple[str, ...]:
+    agent_lib = agent_registry()
 
     return agent_lib.list_agents()
 
 
-def _flag_value(argv: list[str], flag: str) -> str | None:
+def flag_value(argv: list[str], flag: str) -> str | None:
     for i, arg in enumerate(argv):
         if arg == flag and i + 1 < len(argv):
             return argv[i + 1]
@@ -107,12 +110,12 @@ def process_setup(argv: list[str]) -> None:
     from jaxrl.run import process
 
     def number(flag):
-        value = _flag_value(argv, flag)
+        value = flag_value(argv, flag)
         if value is not None and not value.lstrip("-").isdigit():
             raise ValueError(f"{flag} must be an integer, got {value!r}.")
         return None if value is None else int(value)
 
     process.setup(argparse.Namespace(
-        coordinator_address=_flag_value(argv, "--coordinator-address"),
+        coordinator_address=flag_value(argv, "--coordinator-address"),
         num_processes=number("--num-processes"), process_id=number("--process-id"),
         compile_cache="--no-compile-cache" not in argv))

@@ -33,7 +33,7 @@ RANDOM_HELP = ("Random search: NAME=uniform:LOW:HIGH or NAME=loguniform:LOW:HIGH
 
 def sweep_args_type():
     """`jaxrl train`'s argument dataclass plus the sweep's fields."""
-    base = cli._args_type()
+    base = cli.args_type()
     fields = [
         ("grid", Annotated[tuple[str, ...], tyro.conf.arg(help=GRID_HELP)],
          dataclasses.field(default=())),
@@ -67,7 +67,7 @@ def resolve(argv: list[str]):
     from jaxrl.envs import registry
     from jaxrl.run import sweep_spec
 
-    defaults = cli.defaults_from_preset(cli._preset_name(argv))
+    defaults = cli.defaults_from_preset(cli.preset_name(argv))
     cls = sweep_args_type()
     defaults = cls(**{f.name: getattr(defaults, f.name) for f in dataclasses.fields(defaults)})
     args = tyro.cli(cls, default=defaults, args=argv, prog="jaxrl sweep",
@@ -75,6 +75,7 @@ def resolve(argv: list[str]):
     contract.lookup(args.agent)
     registry.check_env_name(args.env)
     args.train.validate()
+    args.run.validate()
     agent_cfg = getattr(args, args.agent.replace("-", "_"))
     agent_cls = contract.lookup(args.agent)[0]
     hp_fields = tuple(agent_cls.HP_FIELDS)
@@ -84,7 +85,7 @@ def resolve(argv: list[str]):
     if set(grid) & set(random):
         raise ValueError(f"{', '.join(sorted(set(grid) & set(random)))} is in both --grid and "
                          "--random.")
-    seeds = [args.train.seed + i for i in range(args.train.num_seeds)]
+    seeds = [args.run.seed + i for i in range(args.train.num_seeds)]
     points = sweep_spec.points(grid, random, args.num_samples, args.sample_seed)
     return args, sweep_spec.members(points, seeds), args.train, agent_cfg
 
@@ -105,7 +106,7 @@ def _check_resume_flags(argv: list[str]) -> str:
     if extra:
         raise ValueError(f"--resume continues a sweep with its saved sweep.json; drop "
                          f"{', '.join(extra)}.")
-    return cli._flag_value(argv, "--resume")
+    return cli.flag_value(argv, "--resume")
 
 
 def main(argv: list[str]) -> None:
@@ -119,7 +120,7 @@ def main(argv: list[str]) -> None:
 
     try:
         _check_dir_flags(argv)
-        if cli._flag_value(argv, "--resume") is not None:
+        if cli.flag_value(argv, "--resume") is not None:
             sweep_dir = _check_resume_flags(argv)
             process.provide_cpu_devices(len(sweep.read_sweep(sweep_dir)["members"]))
             result = sweep.resume_sweep(sweep_dir, "--no-progress" not in argv,
@@ -132,7 +133,7 @@ def main(argv: list[str]) -> None:
                 "runs", f"sweep-{args.agent}-{args.env}-{stamp}")
             result = sweep.run_sweep(args.agent, args.env, cfg, agent_cfg, members, sweep_dir,
                                      args.progress, args.preset,
-                                     programs=process.program_store())
+                                     programs=process.program_store(), run=args.run)
     except (ValueError, EnvAssetError) as err:
         sys.exit(f"error: {err}")
     except runner.TrainingInterrupted as err:

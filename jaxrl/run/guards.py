@@ -1,5 +1,5 @@
 """Run guards of the host driver: the NaN guard after every chunk and the signal handling that
-saves the current chunk before stopping (`runner._run_chunks` uses both)."""
+saves the current chunk before stopping (`session.run_chunks` uses both)."""
 
 from __future__ import annotations
 

@@ -76,9 +76,11 @@ def move_aside(run_dir: str, chunk: int) -> str:
     return dest
 
 
-def train_on(resolved: dict, cfg: loop.TrainConfig, total_env_steps: int | None = None,
-             max_train_seconds: float | None = None) -> tuple[loop.TrainConfig, dict]:
-    """(config, resolved config) of a resume that trains to `total_env_steps` per seed.
+def train_on(resolved: dict, cfg: loop.TrainConfig, run: loop.RunConfig,
+             total_env_steps: int | None = None, max_train_seconds: float | None = None
+             ) -> tuple[loop.TrainConfig, loop.RunConfig, dict]:
+    """(program config, host config, resolved config) of a resume that trains to
+    `total_env_steps` per seed and/or with a new time budget.
 
     The chunk size stays the saved one (`iterations_per_chunk`), so chunks already done stay
     valid: the new budget is rounded up to whole chunks, and `num_chunks` grows to hold it.
@@ -92,7 +94,7 @@ def train_on(resolved: dict, cfg: loop.TrainConfig, total_env_steps: int | None 
         ValueError: a budget not above the saved one (before anything is built).
     """
     if total_env_steps is None and max_train_seconds is None:
-        return cfg, resolved
+        return cfg, run, resolved
     new = cfg
     if total_env_steps is not None:
         if total_env_steps <= cfg.real_total_env_steps:
@@ -103,14 +105,16 @@ def train_on(resolved: dict, cfg: loop.TrainConfig, total_env_steps: int | None 
         chunks = math.ceil(total_env_steps / per_chunk)
         new = dataclasses.replace(new, total_env_steps=chunks * per_chunk, num_chunks=chunks)
         assert new.iterations_per_chunk == cfg.iterations_per_chunk
+    new_run = run
     if max_train_seconds is not None:
-        new = dataclasses.replace(new, max_train_seconds=max_train_seconds)
+        new_run = dataclasses.replace(run, max_train_seconds=max_train_seconds)
     new.validate()
+    new_run.validate()
     history = list(resolved.get("trained_on", [])) + [{
         "total_env_steps": cfg.total_env_steps, "num_chunks": cfg.num_chunks,
-        "max_train_seconds": cfg.max_train_seconds}]
-    return new, dict(resolved, train=dataclasses.asdict(new),
-                     trained_on=history)
+        "max_train_seconds": run.max_train_seconds}]
+    return new, new_run, dict(resolved, train=dataclasses.asdict(new),
+                              run=dataclasses.asdict(new_run), trained_on=history)
 
 
 def stored_programs(folder: str | None, agent_name: str, env_name: str, cfg, agent_config,

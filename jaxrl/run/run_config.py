@@ -1,7 +1,8 @@
 """Run configs as JSON: `config.json` and the copy in every checkpoint's meta.
 
-`resolved_config` writes the resolved agent, env, `TrainConfig`, agent config, float
-hyperparameters and spec; `parse_config` / `config_from_dict` rebuild the typed configs
+`resolved_config` writes the resolved agent, env, `TrainConfig`, `RunConfig` (`run`), agent
+config, float hyperparameters and spec; `parse_config`, `parse_run` and `config_from_dict`
+rebuild the typed configs
 (tuples, nested dataclasses and float fields restored from JSON, following the type hints).
 """
 
@@ -33,17 +34,20 @@ def resolved_config(
     spec: EnvSpec,
     hp: dict,
     extra: dict | None = None,
+    run: loop.RunConfig | None = None,
 ) -> dict:
     """The JSON-able resolved config saved as `config.json` and in every checkpoint.
 
     Args:
         extra: more keys to keep (the CLI adds `preset`); the computed keys win.
+        run: the host settings (`run`; default `RunConfig()`).
     """
     out = dict(extra or {})
     out.update(
         agent=agent_name,
         env=env_name,
         train=dataclasses.asdict(cfg),
+        run=dataclasses.asdict(run or loop.RunConfig()),
         agent_config=dataclasses.asdict(agent_config),
         hp={k: float(v) for k, v in hp.items()},
         spec={"obs_shape": jsonify(spec.obs_shape), "action_size": spec.action_size},
@@ -92,9 +96,19 @@ def parse_config(resolved: dict) -> tuple[str, str, loop.TrainConfig, Any, dict 
             "by `jaxrl train` (or by an older version that did not save it)."
         )
     config_cls = agent_lib.lookup(resolved["agent"])[1]
-    cfg = config_from_dict(loop.TrainConfig, resolved["train"])
+    train = {k: v for k, v in resolved["train"].items() if k not in loop.RUN_FIELDS}
+    cfg = config_from_dict(loop.TrainConfig, train)
     agent_config = config_from_dict(config_cls, resolved["agent_config"])
     return resolved["agent"], resolved["env"], cfg, agent_config, resolved.get("hp")
+
+
+def parse_run(resolved: dict) -> loop.RunConfig:
+    """The host settings of a resolved config: its `run` entry, or, in a config.json written
+    before `RunConfig` existed, the same fields inside `train`."""
+    data = resolved.get("run")
+    if data is None:
+        data = {k: v for k, v in resolved.get("train", {}).items() if k in loop.RUN_FIELDS}
+    return config_from_dict(loop.RunConfig, data)
 
 
 def config_from_dict(cls: type, data: dict):

@@ -1,31 +1,25 @@
-"""Host driver: build env and agent, validate, compile once, run chunks, log, evaluate, save.
+"""`jaxrl train` and `--resume`: build env and agent, validate, compile once (or load the
+stored programs), then the run session (`jaxrl.run.session`) with one run dir as its output.
 
-Seeds run vmapped (`num_seeds` members, one compile). Compile time is measured apart from
-training time; `perf/sps` is the real env steps of one chunk (all seeds) over its wall time,
-evaluation excluded, as Brax's `training/sps`.
-
-With a run dir, the whole run state is checkpointed every `checkpoint_every` chunks and after
-the last (`jaxrl.run.checkpoint`); `resume(run_dir)` continues from the latest checkpoint and, on
-the same machine and backend, ends with the same params and metrics as an uninterrupted run.
-After each chunk a NaN guard checks the loss metrics and the params: a non-finite value stops
-the run with `NonFiniteError` before that state is logged or saved. SIGINT/SIGTERM between the
-first and the last chunk finish the current chunk, save it and raise `TrainingInterrupted`.
+Seeds run vmapped (`num_seeds` members, one compile). With a run dir, the whole run state is
+checkpointed every `RunConfig.checkpoint_every` chunks and after the last
+(`jaxrl.run.checkpoint`); `resume(run_dir)` continues from the latest checkpoint and, on the
+same machine and backend, ends with the same params and metrics as an uninterrupted run. After
+each chunk a NaN guard checks the loss metrics and the params: a non-finite value stops the run
+with `NonFiniteError` before that state is logged or saved. SIGINT/SIGTERM between the first and
+the last chunk finish the current chunk, save it and raise `TrainingInterrupted`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import json
-import os
-import time
 
 import jax
 import numpy as np
 
-from jaxrl.engine import loop, parallel
-from jaxrl.engine.contract import Agent
-from jaxrl.run import checkpoint, distributed, guards, restore, warm_start, watchdog
+from jaxrl.engine import loop
+from jaxrl.run import checkpoint, distributed, guards, restore, warm_start
 from jaxrl.run.assemble import build, build_agent, eval_key, seed_keys, stack_hp
 from jaxrl.run.devices import compile_chunk, compile_init, initial_state, placement  # noqa: F401
 from jaxrl.run.evaluation import (  # noqa: F401 (the runner's public evaluation API)
@@ -34,7 +28,18 @@ from jaxrl.run.evaluation import (  # noqa: F401 (the runner's public evaluation
     summarize_eval,
 )
 from jaxrl.run.guards import NonFiniteError, TrainingInterrupted  # noqa: F401 (public here)
-from jaxrl.run.logging import Logger, read_jsonl
+from jaxrl.run.logging import Logger
+from jaxrl.run.session import (  # noqa: F401 (public here too)
+    Program,
+    close_saver,
+    layout_name,
+    load_params,
+    logger_options,
+    rewrite_metrics,
+    run_session,
+    save_params,
+    write_final,
+)
 
 
 @dataclasses.dataclass
@@ -59,10 +64,13 @@ def train(
     hp: dict | None = None,
     resolved: dict | None = None,
     programs: str | None = None,
+    run: loop.RunConfig | None = None,
 ) -> RunResult:
     """Trains `num_seeds` seeds of one agent on one env; see the module docstring.
 
     Args:
+        run: the host settings (first seed, checkpoints, logger, time budget, watchdog);
+            default `RunConfig()`.
         run_dir: folder for config.json, metrics, checkpoints and final params; None saves
             nothing. It must not hold checkpoints already (use `resume`).
         hp: float hyperparameters (default `agent.default_hp()`), the same for every seed.
@@ -78,6 +86,8 @@ def train(
         NonFiniteError: a loss metric or param became non-finite.
         TrainingInterrupted: SIGINT/SIGTERM; the last completed chunk was saved.
     """
+    run = run or loop.RunConfig()
+    run.validate()
     if run_dir and checkpoint.existing_steps(run_dir):
         raise checkpoint.CheckpointError(
             f"{run_dir!r} already holds checkpoints (chunks "
@@ -92,11 +102,11 @@ def train(
         agent, env, spec = build(agent_name, env_name, cfg, agent_config)
     hp = dict(hp or agent.default_hp())
     resolved = checkpoint.resolved_config(
-        agent_name, env_name, cfg, agent_config, spec, hp, resolved
+        agent_name, env_name, cfg, agent_config, spec, hp, resolved, run
     )
     if run_dir and distributed.is_primary():
         checkpoint.write_config(run_dir, resolved)
-    keys, hps = seed_keys(cfg), stack_hp(hp, cfg.num_seeds)
+    keys, hps = seed_keys(cfg, run.seed), stack_hp(hp, cfg.num_seeds)
 
     def cold(note, env=env):
         if env is None:  # the stored programs failed to load
@@ -111,12 +121,13 @@ def train(
             if warm.key is not None:
                 evaluator = warm.store_programs(init_compiled, compiled, evaluator, runner, cfg,
                                                 spec, text, note)
-        return runner, compiled, evaluator, text, "compiled"
+        return Program(runner, compiled, evaluator, text, "compiled")
 
+    outputs = RunOutputs(agent, cfg, run, run_dir, progress, resolved)
     if warm.meta is None:
-        return _session(agent, cfg, cold, run_dir, progress, resolved)
-    return _session(agent, cfg, warm.prepare(keys, hps, cold), run_dir, progress, resolved,
-                    wait_text="loading the stored compiled programs (warm start) ...")
+        return run_session(agent, cfg, run, cold, outputs, run_dir)
+    return run_session(agent, cfg, run, warm.prepare(keys, hps, cold), outputs, run_dir,
+                       "loading the stored compiled programs (warm start) ...")
 
 
 def resume(run_dir: str, progress: bool = True, programs: str | None = None,
@@ -145,12 +156,14 @@ def resume(run_dir: str, progress: bool = True, programs: str | None = None,
     """
     resolved = checkpoint.read_config(run_dir)
     agent_name, env_name, cfg, agent_config, hp = checkpoint.parse_config(resolved)
+    run = checkpoint.parse_run(resolved)
     saved = checkpoint.existing_steps(run_dir)
     if not saved:
         raise checkpoint.CheckpointError(
             f"no checkpoint in {run_dir!r}: the run stopped before its first checkpoint, so "
             "there is nothing to resume: start it again.")
-    cfg, resolved = restore.train_on(resolved, cfg, total_env_steps, max_train_seconds)
+    cfg, run, resolved = restore.train_on(resolved, cfg, run, total_env_steps,
+                                          max_train_seconds)
     if saved[-1] >= cfg.num_chunks:
         raise checkpoint.CheckpointError(
             f"the run in {run_dir!r} already finished (chunk {saved[-1]} of {cfg.num_chunks}); "
@@ -164,7 +177,7 @@ def resume(run_dir: str, progress: bool = True, programs: str | None = None,
     else:
         agent, env, spec = build(agent_name, env_name, cfg, agent_config)
     hp = hp or agent.default_hp()
-    keys, hps = seed_keys(cfg), stack_hp(hp, cfg.num_seeds)
+    keys, hps = seed_keys(cfg, run.seed), stack_hp(hp, cfg.num_seeds)
     if stored is not None:
         mesh, (abstract, fresh, shardings) = None, restore.stored_target(stored[0], keys, hps)
         read = functools.partial(restore.read_runner, agent=agent, abstract=abstract, fresh=fresh,
@@ -176,7 +189,7 @@ def resume(run_dir: str, progress: bool = True, programs: str | None = None,
     step, meta, state = restore.newest_readable(run_dir, read, notes.append)
     records = list(meta["records"])[:step]
     if distributed.is_primary():
-        _rewrite_metrics(run_dir, records)
+        rewrite_metrics(run_dir, records)
         if total_env_steps is not None or max_train_seconds is not None:
             checkpoint.write_config(run_dir, resolved)
 
@@ -184,8 +197,8 @@ def resume(run_dir: str, progress: bool = True, programs: str | None = None,
         for text in notes:
             note(text)
         if stored is not None:
-            return state, stored[1], stored[2], warm.meta["info"]["members"], \
-                "loaded the compiled programs"
+            return Program(state, stored[1], stored[2], warm.meta["info"]["members"],
+                           "loaded the compiled programs")
         with warm.compiling():
             compiled, evaluator = _programs(agent, env, spec, cfg, state, mesh, shardings)
             text = _members_text(cfg, mesh)
@@ -193,68 +206,19 @@ def resume(run_dir: str, progress: bool = True, programs: str | None = None,
                 init, _ = loop.make_train(agent, env, spec, cfg)
                 evaluator = warm.store_programs(compile_init(init, keys, hps, shardings),
                                                 compiled, evaluator, state, cfg, spec, text, note)
-        return state, compiled, evaluator, text, "compiled"
+        return Program(state, compiled, evaluator, text, "compiled")
 
-    return _session(agent, cfg, prepare, run_dir, progress, resolved, records,
-                    wait_text="loading the stored compiled programs (warm start) ..."
-                    if stored is not None else "compiling ...")
+    outputs = RunOutputs(agent, cfg, run, run_dir, progress, resolved, records)
+    return run_session(agent, cfg, run, prepare, outputs, run_dir,
+                       "loading the stored compiled programs (warm start) ..."
+                       if stored is not None else "compiling ...")
 
 
-def _programs(agent: Agent, env, spec, cfg, runner, mesh, shardings):
+def _programs(agent, env, spec, cfg, runner, mesh, shardings):
     """(compiled chunk, jitted evaluator or None) of a placed run (`placement`)."""
     compiled = compile_chunk(agent, env, spec, cfg, runner, mesh, shardings)
     evaluator = make_evaluator(agent, env, spec, cfg, mesh=mesh) if cfg.num_eval_envs else None
     return compiled, evaluator
-
-
-def _rewrite_metrics(run_dir: str, records: list[dict]) -> None:
-    """Keeps the first `len(records)` lines of metrics.jsonl (atomically)."""
-    path = os.path.join(run_dir, "metrics.jsonl")
-    if not os.path.exists(path) or len(read_jsonl(path)) == len(records):
-        return
-    with open(path) as f:
-        lines = [line for line in f if line.strip()][: len(records)]
-    with open(path + ".tmp", "w") as f:
-        f.writelines(lines)
-    os.replace(path + ".tmp", path)
-
-
-def _session(agent: Agent, cfg, prepare, run_dir, progress, resolved, records=(),
-             wait_text: str = "compiling ..."):
-    """Compiles (`prepare(note) -> (runner, chunk, evaluator, members text, verb)`, saying
-    `wait_text` first), runs the chunks after `len(records)`, saves final params and summary."""
-    saver = (checkpoint.Checkpointer(run_dir, cfg.keep_checkpoints, cfg.checkpoint_replay,
-                                     agent=agent) if run_dir else None)
-    primary = distributed.is_primary()  # process 0 writes logs; every process checkpoints
-    logger = Logger(run_dir if primary else None, cfg.real_total_env_steps * cfg.num_seeds,
-                    progress and primary, **_logger_options(cfg, run_dir, resolved))
-    try:
-        with watchdog.Watchdog(cfg.watchdog_seconds, run_dir) as dog:
-            dog.beat("compiling the training program")
-            t0 = time.time()
-            logger.message(wait_text)
-            runner, compiled, evaluator, members, verb = prepare(logger.message)
-            compile_s = time.time() - t0
-            layout = layout_name(agent, cfg)
-            logger.message(
-                f"{verb} in {compile_s:.1f} s; {cfg.real_total_env_steps:,} env steps "
-                f"per seed x {cfg.num_seeds} seed{'' if cfg.num_seeds == 1 else 's'}; "
-                f"layout {layout}{members}")
-            dog.beat(f"chunk {len(records) + 1}")
-            with guards.StopOnSignal() as stop:
-                runner, records, train_s = _run_chunks(
-                    compiled, evaluator, runner, cfg, logger, saver, list(records), stop,
-                    resolved, agent.params_of, layout, dog)
-    except BaseException:
-        _close(logger, saver, failing=True)
-        raise
-    _close(logger, saver, failing=False)
-    steps = records[-1]["env_steps"] if records else 0  # fewer under max_train_seconds
-    if run_dir:
-        _write_final(run_dir, agent.params_of(runner.agent_state), primary, {
-            "compile_seconds": compile_s, "train_seconds": train_s, "env_steps": steps,
-            "layout": layout, "final": records[-1] if records else {}})
-    return RunResult(runner, records, compile_s, train_s, steps, run_dir)
 
 
 def _members_text(cfg: loop.TrainConfig, mesh) -> str:
@@ -264,113 +228,71 @@ def _members_text(cfg: loop.TrainConfig, mesh) -> str:
     return f", seeds on {len(mesh.devices.flat)} {jax.default_backend()} devices"
 
 
-def _logger_options(cfg, run_dir, resolved) -> dict:
-    """Keyword arguments of `Logger` for the extra sinks `cfg.logger` names."""
-    if cfg.logger != "wandb" or not run_dir:
-        return {}
-    name = os.path.basename(os.path.abspath(run_dir))
-    return {"wandb": {"name": name, "group": (resolved or {}).get("sweep"),
-                      "config": resolved or {}, "project": None}}
+class RunOutputs:
+    """The session's outputs of one run (`session.Outputs`): one record per chunk over all
+    seeds (seed means, and each seed's eval return), one logger, one checkpointer; process 0
+    writes the logs, every process checkpoints."""
 
+    def __init__(self, agent, cfg, run, run_dir, progress, resolved, records=()):
+        self.agent, self.cfg, self.run, self.run_dir = agent, cfg, run, run_dir
+        self.resolved, self.records = resolved, list(records)
+        self.done = len(self.records)
+        self.train_seconds = float(self.records[-1]["wall_time"]) if self.records else 0.0
+        self.primary = distributed.is_primary()
+        self.saver = (checkpoint.Checkpointer(run_dir, run.keep_checkpoints,
+                                              run.checkpoint_replay, agent=agent)
+                      if run_dir else None)
+        self.logger = Logger(run_dir if self.primary else None,
+                             cfg.real_total_env_steps * cfg.num_seeds, progress and self.primary,
+                             **logger_options(run, run_dir, resolved))
+        self.layout = layout_name(agent, cfg)
+        self.steps_per_chunk = cfg.iterations_per_chunk * cfg.env_steps_per_iteration * \
+            cfg.num_seeds
 
-def _write_final(run_dir: str, params, primary: bool, summary: dict) -> None:
-    """final_params (every process takes part in the orbax write) and summary.json."""
-    save_params(os.path.join(run_dir, "final_params"), parallel.fetch(params))
-    if primary:
-        with open(os.path.join(run_dir, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2)
+    def message(self, text: str) -> None:
+        self.logger.message(text)
 
+    def placed(self, program, compile_s: float) -> str:
+        cfg = self.cfg
+        return (f"{program.verb} in {compile_s:.1f} s; {cfg.real_total_env_steps:,} env steps "
+                f"per seed x {cfg.num_seeds} seed{'' if cfg.num_seeds == 1 else 's'}; "
+                f"layout {self.layout}{program.text}")
 
-def layout_name(agent: Agent, cfg: loop.TrainConfig | None = None) -> str:
-    """How the run is laid out over devices, as every record and summary names it: `single`
-    (one device per seed), `data:D` (`TrainConfig.num_devices`, or an agent's own `data`
-    layout) or `role:D` (`jaxrl.engine.layouts`, D devices)."""
-    if cfg is not None and cfg.num_devices > 1:
-        return f"data:{cfg.num_devices}"
-    kind, devices = agent.layout
-    return kind if kind == "single" else f"{kind}:{devices}"
+    def eval_keys(self, state, chunk_index: int):
+        """The eval key of chunk i (`assemble.eval_key`; a typed key of the same bits when
+        the run's keys are typed), so a resumed run evaluates as the uninterrupted one did."""
+        return eval_key(state.key, self.run.seed, chunk_index)
 
-
-def _close(logger, saver, failing: bool) -> None:
-    """Closes the logger and waits for pending checkpoint writes; a write error is raised
-    unless another exception is already on its way out (`failing`)."""
-    logger.close()
-    if saver is not None:
-        _close_saver(saver, failing)
-
-
-def _close_saver(saver, failing: bool) -> None:
-    try:
-        saver.wait()
-    except checkpoint.CheckpointError:
-        if not failing:
-            raise
-    finally:
-        saver.close()
-
-
-def _run_chunks(
-    compiled, evaluator, runner, cfg, logger, saver=None, records=None, stop=None, resolved=None,
-    params_of=lambda agent_state: agent_state.params, layout: str = "single", dog=None,
-):
-    """Runs chunks `len(records) + 1 .. num_chunks`; returns (runner, records, train seconds).
-
-    The eval key of chunk i is `assemble.eval_key` (a typed key of the same bits when the
-    run's keys are typed), so a resumed run evaluates as the uninterrupted one did.
-    Every record names the `layout` (`layout_name`) that produced its numbers.
-    """
-    records = list(records or [])
-    train_s = float(records[-1]["wall_time"]) if records else 0.0
-    steps_per_chunk = cfg.iterations_per_chunk * cfg.env_steps_per_iteration * cfg.num_seeds
-    for i in range(len(records), cfg.num_chunks):
-        t = time.time()
-        new, metrics = compiled(runner)
-        metrics = parallel.fetch(metrics)
-        dt = time.time() - t
-        guards.check_finite(metrics, params_of(new.agent_state), i + 1, cfg, steps_per_chunk,
-                            saver)
-        runner, train_s = new, train_s + dt
-        rec = {
-            "chunk": i + 1,
-            "env_steps": steps_per_chunk * (i + 1),
-            "wall_time": train_s,
-            "perf/sps": steps_per_chunk / dt,
-            "layout": layout,
-        }
+    def record(self, i: int, metrics: dict, ev: dict | None, train_s: float, dt: float):
+        rec = {"chunk": i + 1, "env_steps": self.steps_per_chunk * (i + 1), "wall_time": train_s,
+               "perf/sps": self.steps_per_chunk / dt, "layout": self.layout}
         rec.update({k: float(np.mean(v)) for k, v in metrics.items()})
-        out_of_time = cfg.max_train_seconds is not None and train_s >= cfg.max_train_seconds
-        last = i + 1 == cfg.num_chunks or out_of_time
-        if evaluator is not None and ((i + 1) % cfg.eval_every == 0 or last):
-            ev = parallel.fetch(evaluator(runner.agent_state, eval_key(runner.key, cfg.seed, i)))
+        if ev is not None:
             rec.update({k: float(np.mean(v)) for k, v in ev.items()})
             rec["eval/episode_return_per_seed"] = [float(x) for x in ev["eval/episode_return"]]
-        logger.log(rec)
-        records.append(rec)
-        interrupted = stop is not None and stop.signum is not None and not last
-        if saver and ((i + 1) % cfg.checkpoint_every == 0 or last or interrupted):
-            saver.save(i + 1, runner, records, resolved or {})
-        if dog is not None:
-            dog.beat(f"chunk {i + 2}")
-        if interrupted:
-            raise guards.interrupted(saver, i + 1, cfg, stop.signum)
-        if out_of_time:
-            logger.message(f"max_train_seconds ({cfg.max_train_seconds:g} s) reached after "
-                           f"chunk {i + 1} of {cfg.num_chunks}.")
-            break
-    return runner, records, train_s
+        self.logger.log(rec)
+        self.records.append(rec)
 
+    def save(self, chunk: int, state) -> None:
+        if self.saver:
+            self.saver.save(chunk, state, self.records, self.resolved or {})
 
-def save_params(path: str, params) -> None:
-    """Saves a params pytree with orbax (overwrites `path`)."""
-    import orbax.checkpoint as ocp
+    def latest_saver(self):
+        return self.saver
 
-    ckpt = ocp.StandardCheckpointer()
-    ckpt.save(os.path.abspath(path), jax.device_get(params), force=True)
-    ckpt.wait_until_finished()
+    def interrupted(self, chunk: int, signum: int) -> BaseException:
+        return guards.interrupted(self.saver, chunk, self.cfg, signum)
 
+    def close(self, failing: bool) -> None:
+        self.logger.close()
+        if self.saver is not None:
+            close_saver(self.saver, failing)
 
-def load_params(path: str):
-    """Loads a params pytree saved by `save_params`."""
-    import orbax.checkpoint as ocp
-
-    return ocp.StandardCheckpointer().restore(os.path.abspath(path))
+    def finish(self, state, compile_s: float, train_s: float) -> RunResult:
+        records = self.records
+        steps = records[-1]["env_steps"] if records else 0  # fewer under max_train_seconds
+        if self.run_dir:
+            write_final(self.run_dir, self.agent.params_of(state.agent_state), self.primary, {
+                "compile_seconds": compile_s, "train_seconds": train_s, "env_steps": steps,
+                "layout": self.layout, "final": records[-1] if records else {}})
+        return RunResult(state, records, compile_s, train_s, steps, self.run_dir)

@@ -20,25 +20,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.engine import checks, loop, parallel
-from jaxrl.run import (
-    checkpoint,
-    distributed,
-    guards,
-    restore,
-    runner,
-    sweep_report,
-    warm_start,
-    watchdog,
-)
+from jaxrl.run import checkpoint, distributed, guards, restore, session, sweep_report, warm_start
 from jaxrl.run.assemble import build, build_agent, eval_key
+from jaxrl.run.devices import compile_chunk, compile_init, placement
+from jaxrl.run.evaluation import make_evaluator
 from jaxrl.run.logging import Logger
+from jaxrl.run.session import Program
 from jaxrl.run.sweep_progress import SweepProgress
 from jaxrl.run.sweep_spec import Member
 
@@ -57,10 +50,11 @@ class SweepResult:
     train_seconds: float
 
 
-def member_configs(m: Member, cfg: loop.TrainConfig, agent_config):
-    """(TrainConfig, agent config) of member `m` as a standalone `jaxrl train` run."""
-    return (dataclasses.replace(cfg, seed=m.seed, num_seeds=1),
-            dataclasses.replace(agent_config, **m.values))
+def member_configs(m: Member, cfg: loop.TrainConfig, agent_config, run: loop.RunConfig):
+    """(TrainConfig, agent config, RunConfig) of member `m` as a standalone `jaxrl train`
+    run."""
+    return (dataclasses.replace(cfg, num_seeds=1), dataclasses.replace(agent_config, **m.values),
+            dataclasses.replace(run, seed=m.seed))
 
 
 def member_dir(sweep_dir: str, m: Member) -> str:
@@ -71,7 +65,8 @@ def _sweep_cfg(cfg: loop.TrainConfig, members: list[Member]) -> loop.TrainConfig
     return dataclasses.replace(cfg, num_seeds=len(members))
 
 
-def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=None):
+def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=None,
+            run: loop.RunConfig | None = None):
     """Validates every member, then writes sweep.json and each member's config.json.
 
     Raises:
@@ -84,6 +79,8 @@ def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=
             f"{sweep_dir}` or choose another --sweep-dir.")
     if not members:
         raise ValueError("the sweep has no members.")
+    run = run or loop.RunConfig()
+    run.validate()
     if jax.process_count() > 1:  # every process checked for an old sweep.json before any writes
         from jax.experimental import multihost_utils
 
@@ -92,13 +89,13 @@ def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=
     group = agent_name.replace("-", "_")
     resolved = []
     for m in members:
-        cfg_m, agent_cfg_m = member_configs(m, cfg, agent_config)
+        cfg_m, agent_cfg_m, run_m = member_configs(m, cfg, agent_config, run)
         hp = {**agent.default_hp(), **m.values}
         checks.check_hp(hp, agent.HP_RANGES, group)
         resolved.append(checkpoint.resolved_config(
             agent_name, env_name, cfg_m, agent_cfg_m, spec, hp,
             {"preset": preset, "sweep": os.path.basename(os.path.abspath(sweep_dir)),
-             "member": dataclasses.asdict(m)}))
+             "member": dataclasses.asdict(m)}, run_m))
     if distributed.is_primary():
         for m, res in zip(members, resolved, strict=True):
             os.makedirs(member_dir(sweep_dir, m), exist_ok=True)
@@ -106,7 +103,7 @@ def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=
                 json.dump(res, f, indent=2, default=str)
         with open(os.path.join(sweep_dir, SWEEP_FILE), "w") as f:
             json.dump({"agent": agent_name, "env": env_name, "preset": preset,
-                       "train": dataclasses.asdict(cfg),
+                       "train": dataclasses.asdict(cfg), "run": dataclasses.asdict(run),
                        "agent_config": dataclasses.asdict(agent_config),
                        "members": [dataclasses.asdict(m) for m in members]},
                       f, indent=2, default=str)
@@ -114,27 +111,30 @@ def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=
 
 
 def run_sweep(agent_name, env_name, cfg, agent_config, members, sweep_dir, progress=True,
-              preset=None, programs: str | None = None) -> SweepResult:
+              preset=None, programs: str | None = None,
+              run: loop.RunConfig | None = None) -> SweepResult:
     """Trains `members` of (agent, env, cfg, agent_config) together; see the module docstring.
 
     Args:
         cfg: the shared TrainConfig; `seed` and `num_seeds` come from the members.
         agent_config: the shared agent config; each member replaces its swept fields.
-        members: from `sweep_spec.members`.
+        members: from `sweep_spec.members` (each brings its seed: `run.seed` is not used).
         sweep_dir: output folder (must not hold a sweep yet).
         programs: the warm-start store (`jaxrl.run.warm_start`, kind `sweep`): a sweep of a
             config whose programs are stored loads them; otherwise it compiles and stores
             them. None: always compile, store nothing.
+        run: the host settings shared by the members (checkpoints, logger, time budget).
 
     Raises:
         ValueError: as `prepare` (before compiling); NonFiniteError and TrainingInterrupted as
             `runner.train`.
     """
+    run = run or loop.RunConfig()
     agent, env, spec, resolved = prepare(agent_name, env_name, cfg, agent_config, members,
-                                         sweep_dir, preset)
+                                         sweep_dir, preset, run)
     warm = warm_start.lookup(programs, agent_name, env_name, _sweep_cfg(cfg, members),
                              agent_config, None, kind="sweep")
-    return _session(agent, env, spec, cfg, members, sweep_dir, resolved, progress, warm)
+    return _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress, warm)
 
 
 def _init_args(resolved: list[dict], members: list[Member]):
@@ -156,7 +156,9 @@ def resume_sweep(sweep_dir: str, progress: bool = True, programs: str | None = N
     members = [Member(**m) for m in spec_json["members"]]
     resolved = [checkpoint.read_config(member_dir(sweep_dir, m)) for m in members]
     agent_name, env_name, cfg_m, agent_cfg_m, _ = checkpoint.parse_config(resolved[0])
-    cfg = checkpoint.config_from_dict(loop.TrainConfig, spec_json["train"])
+    train = {k: v for k, v in spec_json["train"].items() if k not in loop.RUN_FIELDS}
+    cfg = checkpoint.config_from_dict(loop.TrainConfig, train)
+    run = checkpoint.parse_run(spec_json)
     agent_config = checkpoint.config_from_dict(type(agent_cfg_m), spec_json["agent_config"])
     scfg = _sweep_cfg(cfg, members)
     step = common_chunk(sweep_dir, members, cfg.num_chunks)
@@ -172,7 +174,7 @@ def resume_sweep(sweep_dir: str, progress: bool = True, programs: str | None = N
         agent, env, spec = build(agent_name, env_name, scfg, agent_config)
         abstract = checkpoint.abstract_runner(agent, env, spec, scfg, None)[0]
     state, records = _restore_members(agent, abstract, members, sweep_dir, step)
-    return _session(agent, env, spec, cfg, members, sweep_dir, resolved, progress, warm,
+    return _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress, warm,
                     records, (state, stored, notes))
 
 
@@ -221,64 +223,34 @@ def _restore_members(agent, abstract, members, sweep_dir, step):
             reader.close()
         records.append(list(meta["records"])[:step])
         if distributed.is_primary():
-            runner._rewrite_metrics(member_dir(sweep_dir, m), records[-1])
+            session.rewrite_metrics(member_dir(sweep_dir, m), records[-1])
     state = jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs]), *parts)
     return state, records
 
 
-def _session(agent, env, spec, cfg, members, sweep_dir, resolved, progress, warm,
+def _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress, warm,
              records=None, resumed=None):
-    """Compiles (or loads) the `[S]` program, runs the remaining chunks, writes member results
-    and the summary. `resumed`: (restored state, loaded programs or None, notes) of a
-    resume."""
-    scfg = _sweep_cfg(cfg, members)
-    records = records or [[] for _ in members]
-    primary = distributed.is_primary()
-    savers = []  # this process's members' (`_owners`), None for the others'; after placement
-    loggers = [Logger(member_dir(sweep_dir, m) if primary else None, cfg.real_total_env_steps,
-                      False, **runner._logger_options(cfg, member_dir(sweep_dir, m), res))
-               for m, res in zip(members, resolved, strict=True)]
-    bar = SweepProgress(members, cfg.num_chunks, progress and primary)
-    try:
-        with watchdog.Watchdog(cfg.watchdog_seconds, sweep_dir) as dog:
-            dog.beat("compiling the sweep program")
-            t0 = time.time()
-            n = len(members)
-            for text in resumed[2] if resumed else []:
-                bar.message(text)
-            stored = resumed[1] if resumed else restore.load_stored(warm, bar.message)
-            bar.message(f"{'loading' if stored else 'compiling'} {n} member"
-                        f"{'' if n == 1 else 's'} as one program ...")
-            state, compiled, evaluator, devices = _programs(
-                agent, env, spec, cfg, members, resolved, warm, stored,
-                resumed[0] if resumed else None, bar.message)
-            savers += _savers(state, members, sweep_dir, cfg, agent, len(records[0]))
-            compile_s = time.time() - t0
-            bar.message(f"{'loaded' if stored else 'compiled'} in {compile_s:.1f} s; layout "
-                        f"{runner.layout_name(agent, scfg)}, members on {devices} device(s)")
-            dog.beat(f"chunk {len(records[0]) + 1} of the sweep")
-            with guards.StopOnSignal() as stop:
-                state, train_s = _chunks(compiled, evaluator, state, cfg, members, records,
-                                         loggers, savers, resolved, agent, stop, dog, bar,
-                                         sweep_dir)
-    except BaseException:
-        _close_all(loggers, savers, bar, failing=True)
-        raise
-    _close_all(loggers, savers, bar, failing=False)
-    params = parallel.fetch(agent.params_of(state.agent_state))  # every process takes part
-    for i, m in enumerate(members):
-        runner._write_final(member_dir(sweep_dir, m), _member(params, i), primary,
-                            {"compile_seconds": compile_s, "train_seconds": train_s,
-                             "env_steps": records[i][-1]["env_steps"] if records[i] else 0,
-                             "layout": records[i][-1]["layout"] if records[i] else "",
-                             "final": records[i][-1] if records[i] else {}})
-    summary = sweep_report.write(sweep_dir, members, records, compile_s, train_s) if primary \
-        else {}
-    return SweepResult(state, records, summary, compile_s, train_s)
+    """The run session (`session.run_session`) of the `[S]` program with one run dir per
+    member. `resumed`: (restored state, loaded programs or None, notes) of a resume."""
+    outputs = MemberOutputs(agent, cfg, run, members, sweep_dir, resolved, progress, records)
+
+    def prepare(note):
+        for text in resumed[2] if resumed else []:
+            note(text)
+        stored = resumed[1] if resumed else restore.load_stored(warm, note)
+        n = len(members)
+        note(f"{'loading' if stored else 'compiling'} {n} member{'' if n == 1 else 's'} as one "
+             "program ...")
+        return _programs(agent, env, spec, cfg, members, resolved, warm, stored,
+                         resumed[0] if resumed else None, note)
+
+    per_member = cfg.iterations_per_chunk * cfg.env_steps_per_iteration
+    return session.run_session(agent, _sweep_cfg(cfg, members), run, prepare, outputs,
+                               sweep_dir, "", per_member * len(members))
 
 
 def _programs(agent, env, spec, cfg, members, resolved, warm, stored, restored, note):
-    """(placed `[S]` state, chunk, evaluator or None, devices used) of a sweep: from the
+    """The `session.Program` of a sweep (its text: the devices the members are on): from the
     loaded programs `stored` (placed as their init's output), or compiled (and stored when
     `warm` has a key). `restored`: a resumed sweep's host state; None starts afresh."""
     scfg = _sweep_cfg(cfg, members)
@@ -288,22 +260,23 @@ def _programs(agent, env, spec, cfg, members, resolved, warm, stored, restored, 
         shardings = init.output_shardings
         state = init(keys, hps) if restored is None else jax.device_put(restored, shardings)
         devices = len({d for s in jax.tree.leaves(shardings) for d in s.device_set})
-        return state, chunk, evaluator, devices
-    mesh, shardings = runner.placement(agent, env, spec, scfg, None, note)
+        return Program(state, chunk, evaluator, f"members on {devices} device(s)", "loaded")
+    mesh, shardings = placement(agent, env, spec, scfg, None, note)
     with warm.compiling():
         init = None
         if restored is None or warm.key is not None:
             init_fn, _ = loop.make_train(agent, env, spec, scfg)
-            init = runner.compile_init(init_fn, keys, hps, shardings)
+            init = compile_init(init_fn, keys, hps, shardings)
         state = init(keys, hps) if restored is None else (
             restored if shardings is None else jax.device_put(restored, shardings))
-        chunk = runner.compile_chunk(agent, env, spec, scfg, state, mesh, shardings)
-        evaluator = (runner.make_evaluator(agent, env, spec, scfg, mesh=mesh, member_keys=True)
+        chunk = compile_chunk(agent, env, spec, scfg, state, mesh, shardings)
+        evaluator = (make_evaluator(agent, env, spec, scfg, mesh=mesh, member_keys=True)
                      if cfg.num_eval_envs else None)
         if warm.key is not None:
             evaluator = warm.store_programs(init, chunk, evaluator, state, scfg, spec, "", note,
                                             eval_keys=_eval_keys(state, members, 0))
-    return state, chunk, evaluator, len(mesh.devices.flat) if mesh is not None else 1
+    devices = len(mesh.devices.flat) if mesh is not None else 1
+    return Program(state, chunk, evaluator, f"members on {devices} device(s)", "compiled")
 
 
 def _member(tree, i: int):
@@ -353,7 +326,7 @@ def _local_members(state, wanted: set[int]) -> dict[int, object]:
     return {i: jax.tree.unflatten(treedef, [held[i] for held in rows]) for i in wanted}
 
 
-def _savers(state, members, sweep_dir, cfg, agent, resumed_at: int) -> list:
+def _savers(state, members, sweep_dir, run, agent, resumed_at: int) -> list:
     """One `Checkpointer` per member this process holds (`_owners`), None for the others; each
     writes with this process alone, so processes never wait on each other's member saves. On
     resume, a member's chunks after `resumed_at` (saved before its peers') are deleted."""
@@ -361,8 +334,8 @@ def _savers(state, members, sweep_dir, cfg, agent, resumed_at: int) -> list:
     for m, owner in zip(members, _owners(state), strict=True):
         saver = None
         if owner == me:
-            saver = checkpoint.Checkpointer(member_dir(sweep_dir, m), cfg.keep_checkpoints,
-                                            cfg.checkpoint_replay, agent=agent, local=True)
+            saver = checkpoint.Checkpointer(member_dir(sweep_dir, m), run.keep_checkpoints,
+                                            run.checkpoint_replay, agent=agent, local=True)
             if resumed_at:
                 saver.delete_after(resumed_at)
         out.append(saver)
@@ -374,60 +347,83 @@ def _eval_keys(state, members, chunk_index: int):
     return jnp.stack([eval_key(state.key, m.seed, chunk_index) for m in members])
 
 
-def _chunks(compiled, evaluator, state, cfg, members, records, loggers, savers, resolved,
-            agent, stop, dog, bar, sweep_dir):
-    """Runs chunks `len(records[0]) + 1 .. num_chunks`; returns (state, training seconds)."""
-    done = len(records[0])
-    train_s = float(records[0][-1]["wall_time"]) if done else 0.0
-    per_member = cfg.iterations_per_chunk * cfg.env_steps_per_iteration
-    layout = runner.layout_name(agent, cfg)
-    for c in range(done, cfg.num_chunks):
-        t = time.time()
-        new, metrics = compiled(state)
-        metrics = parallel.fetch(metrics)
-        dt = time.time() - t
-        guards.check_finite(metrics, agent.params_of(new.agent_state), c + 1, cfg,
-                            per_member * len(members), None)
-        state, train_s = new, train_s + dt
-        out_of_time = cfg.max_train_seconds is not None and train_s >= cfg.max_train_seconds
-        last = c + 1 == cfg.num_chunks or out_of_time
-        ev = None
-        if evaluator is not None and ((c + 1) % cfg.eval_every == 0 or last):
-            ev = parallel.fetch(evaluator(state.agent_state, _eval_keys(state, members, c)))
-        for i in range(len(members)):
-            rec = {"chunk": c + 1, "env_steps": per_member * (c + 1), "wall_time": train_s,
-                   "perf/sps": per_member / dt, "layout": layout}
+class MemberOutputs:
+    """The session's outputs of a sweep (`session.Outputs`): per member a run dir with its own
+    records, logger and checkpointer (the members this process holds), one progress bar for
+    all, and the sweep's summary at the end."""
+
+    def __init__(self, agent, cfg, run, members, sweep_dir, resolved, progress, records=None):
+        self.agent, self.cfg, self.run, self.members = agent, cfg, run, members
+        self.sweep_dir, self.resolved = sweep_dir, resolved
+        self.records = records or [[] for _ in members]
+        self.done = len(self.records[0])
+        self.train_seconds = float(self.records[0][-1]["wall_time"]) if self.done else 0.0
+        self.primary = distributed.is_primary()
+        self.savers = []  # this process's members' (`_owners`), None for the others
+        self.loggers = [Logger(member_dir(sweep_dir, m) if self.primary else None,
+                               cfg.real_total_env_steps, False,
+                               **session.logger_options(run, member_dir(sweep_dir, m), res))
+                        for m, res in zip(members, resolved, strict=True)]
+        self.bar = SweepProgress(members, cfg.num_chunks, progress and self.primary)
+        self.layout = session.layout_name(agent, _sweep_cfg(cfg, members))
+        self.per_member = cfg.iterations_per_chunk * cfg.env_steps_per_iteration
+
+    def message(self, text: str) -> None:
+        self.bar.message(text)
+
+    def placed(self, program, compile_s: float) -> str:
+        self.savers += _savers(program.state, self.members, self.sweep_dir, self.run,
+                               self.agent, self.done)
+        return f"{program.verb} in {compile_s:.1f} s; layout {self.layout}, {program.text}"
+
+    def eval_keys(self, state, chunk_index: int):
+        return _eval_keys(state, self.members, chunk_index)
+
+    def record(self, c: int, metrics: dict, ev: dict | None, train_s: float, dt: float):
+        for i in range(len(self.members)):
+            rec = {"chunk": c + 1, "env_steps": self.per_member * (c + 1), "wall_time": train_s,
+                   "perf/sps": self.per_member / dt, "layout": self.layout}
             rec.update({k: float(np.asarray(v)[i]) for k, v in metrics.items()})
             if ev is not None:
                 rec.update({k: float(np.asarray(v)[i]) for k, v in ev.items()})
                 rec["eval/episode_return_per_seed"] = [rec["eval/episode_return"]]
-            loggers[i].log(rec)
-            records[i].append(rec)
+            self.loggers[i].log(rec)
+            self.records[i].append(rec)
         # The run's SPS as `jaxrl train` says it (`logging.run_sps`): since the sweep began.
-        bar.update(c + 1, [r[-1] for r in records],
-                   per_member * len(members) * (c + 1) / max(train_s, 1e-9))
-        interrupted = stop.signum is not None and not last
-        if (c + 1) % cfg.checkpoint_every == 0 or last or interrupted:
-            mine = _local_members(state, {i for i, s in enumerate(savers) if s is not None})
-            for i, part in sorted(mine.items()):
-                savers[i].save(c + 1, part, records[i], resolved[i])
-        dog.beat(f"chunk {c + 2} of the sweep")
-        if interrupted:
-            for saver in filter(None, savers):
-                saver.wait()
-            raise guards.TrainingInterrupted(
-                f"interrupted after chunk {c + 1} of {cfg.num_chunks}; every member saved it. "
-                f"Resume with: jaxrl sweep --resume {sweep_dir}", sweep_dir, c + 1, stop.signum)
-        if out_of_time:
-            bar.message(f"max_train_seconds ({cfg.max_train_seconds:g} s) reached after chunk "
-                        f"{c + 1} of {cfg.num_chunks}.")
-            break
-    return state, train_s
+        self.bar.update(c + 1, [r[-1] for r in self.records],
+                        self.per_member * len(self.members) * (c + 1) / max(train_s, 1e-9))
 
+    def save(self, chunk: int, state) -> None:
+        mine = _local_members(state, {i for i, s in enumerate(self.savers) if s is not None})
+        for i, part in sorted(mine.items()):
+            self.savers[i].save(chunk, part, self.records[i], self.resolved[i])
 
-def _close_all(loggers, savers, bar, failing: bool) -> None:
-    bar.close()
-    for logger in loggers:
-        logger.close()
-    for saver in filter(None, savers):
-        runner._close_saver(saver, failing)
+    def latest_saver(self):
+        return None
+
+    def interrupted(self, chunk: int, signum: int) -> BaseException:
+        for saver in filter(None, self.savers):
+            saver.wait()
+        return guards.TrainingInterrupted(
+            f"interrupted after chunk {chunk} of {self.cfg.num_chunks}; every member saved it. "
+            f"Resume with: jaxrl sweep --resume {self.sweep_dir}", self.sweep_dir, chunk, signum)
+
+    def close(self, failing: bool) -> None:
+        self.bar.close()
+        for logger in self.loggers:
+            logger.close()
+        for saver in filter(None, self.savers):
+            session.close_saver(saver, failing)
+
+    def finish(self, state, compile_s: float, train_s: float) -> SweepResult:
+        records = self.records
+        params = parallel.fetch(self.agent.params_of(state.agent_state))  # every process
+        for i, m in enumerate(self.members):
+            session.write_final(member_dir(self.sweep_dir, m), _member(params, i), self.primary,
+                                {"compile_seconds": compile_s, "train_seconds": train_s,
+                                 "env_steps": records[i][-1]["env_steps"] if records[i] else 0,
+                                 "layout": records[i][-1]["layout"] if records[i] else "",
+                                 "final": records[i][-1] if records[i] else {}})
+        summary = (sweep_report.write(self.sweep_dir, self.members, records, compile_s, train_s)
+                   if self.primary else {})
+        return SweepResult(state, records, summary, compile_s, train_s)

@@ -145,7 +145,7 @@ def program_key(agent_name: str, env_name: str, cfg, agent_config, hp: dict | No
     member)."""
     from jaxrl.envs import registry
 
-    family = registry._find_family(env_name)
+    family = registry.find_family(env_name)
     if family.name not in BUILTIN_FAMILIES or jax.process_count() > 1:
         return None
     factory = ""
@@ -154,7 +154,7 @@ def program_key(agent_name: str, env_name: str, cfg, agent_config, hp: dict | No
 
         fn = {**toy.TOY_ENVS, **goal.GOAL_ENVS}[env_name]
         factory = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
-    train = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "seed"}
+    train = dataclasses.asdict(cfg)  # the program's settings only (no `RunConfig` field)
     what = {"store": STORE_VERSION, "kind": kind, "agent": agent_name, "env": env_name,
             "factory": factory,
             "train": train, "agent_config": dataclasses.asdict(agent_config),
@@ -290,7 +290,7 @@ class WarmStart:
         return self.store.path(self.key) if self.store and self.key else ""
 
     def prepare(self, keys, hps, cold):
-        """`runner._session`'s prepare for a stored run: waits for the programs and runs the
+        """`session.run_session`'s prepare for a stored run: waits for the programs and runs the
         init; `cold(note)` compiles instead when the entry fails to load (and replaces it)."""
 
         def prepare(note):
@@ -303,8 +303,10 @@ class WarmStart:
                 return cold(note, None)
             evaluator = self.loading["evaluator"]
             evaluator = _Later(evaluator) if self.meta["trees"].get("evaluator") else None
-            return init(keys, hps), chunk, evaluator, self.meta["info"]["members"], \
-                "loaded the compiled programs"
+            from jaxrl.run.session import Program
+
+            return Program(init(keys, hps), chunk, evaluator, self.meta["info"]["members"],
+                           "loaded the compiled programs")
 
         return prepare
 
@@ -318,7 +320,7 @@ class WarmStart:
         if evaluator is not None:
             from jaxrl.run.assemble import eval_key
 
-            key = eval_key(runner.key, cfg.seed, 0) if eval_keys is None else eval_keys
+            key = eval_key(runner.key, 0, 0) if eval_keys is None else eval_keys  # shape
             evaluator = evaluator.lower(runner.agent_state, key).compile()
         try:
             self.store.save(self.key, {"init": init, "chunk": chunk, "evaluator": evaluator},

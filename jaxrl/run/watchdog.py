@@ -1,7 +1,7 @@
 """A stuck run says so: `Watchdog` dumps every thread's stack and exits when nothing finishes.
 
 The runner arms it before compiling and beats it after every chunk. When the next beat does not
-come within `TrainConfig.watchdog_seconds` (a deadlock in a collective, a host callback that
+come within `RunConfig.watchdog_seconds` (a deadlock in a collective, a host callback that
 never returns, a thread pool waiting on a futex forever), the watchdog thread writes the Python
 stacks of all threads (`faulthandler.dump_traceback`) to `<run_dir>/stuck-<time>.txt` (the
 temp folder without a run dir), prints one line naming the file and what the run was waiting
@@ -80,7 +80,7 @@ class Watchdog:
             faulthandler.dump_traceback(file=f, all_threads=True)
         sys.stderr.write(
             f"\nerror: the run looks stuck: {self._waiting_for} did not finish within "
-            f"{self.seconds:g} s (TrainConfig.watchdog_seconds, --watchdog-seconds). Stacks of "
+            f"{self.seconds:g} s (RunConfig.watchdog_seconds, --watchdog-seconds). Stacks of "
             f"all threads: {path}\n")
         sys.stderr.flush()
         os._exit(EXIT_CODE)

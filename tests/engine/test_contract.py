@@ -138,7 +138,7 @@ class ToyDDPG(OffPolicyAgent):
 # --- fixtures --------------------------------------------------------------------------------
 
 CFG = loop.TrainConfig(num_envs=8, unroll_length=4, total_env_steps=2 * 2 * 8 * 4,
-                       num_chunks=2, num_eval_envs=2, episode_length=50, keep_checkpoints=4)
+                       num_chunks=2, num_eval_envs=2, episode_length=50)
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +152,7 @@ def registered():
 def straight(registered, tmp_path_factory):
     run_dir = str(tmp_path_factory.mktemp("toy_ddpg") / "run")
     result = runner.train(NAME, "PointMass1D", CFG, ToyDDPGConfig(), run_dir=run_dir,
-                          progress=False)
+                          progress=False, run=loop.RunConfig(keep_checkpoints=4))
     return result
 
 

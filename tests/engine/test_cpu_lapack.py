@@ -93,7 +93,8 @@ ENVS = {"Factorizing": Factorizing, "FactorizingStepOnly": FactorizingStepOnly}
 registry.register_family("lapack", tuple(ENVS), lambda name, **kw: ENVS[name]())
 ppo = PPOConfig(policy_hidden=(16,), value_hidden=(16,), num_minibatches=2, num_epochs=1)
 cfg = dataclasses.replace(loop.TrainConfig(), num_envs=1024, unroll_length=4, num_seeds=2,
-                          num_chunks=1, num_eval_envs=0, watchdog_seconds=None)
+                          num_chunks=1, num_eval_envs=0)
+NO_DOG = loop.RunConfig(watchdog_seconds=None)
 cfg = dataclasses.replace(cfg, total_env_steps=2 * cfg.env_steps_per_iteration)
 out = {"devices": jax.device_count()}
 for env_name in ("PointMass1D", "Factorizing"):
@@ -103,7 +104,7 @@ for env_name in ("PointMass1D", "Factorizing"):
 for env_name, c in (("Factorizing", dataclasses.replace(cfg, num_devices=2, num_seeds=1)),
                     ("FactorizingStepOnly", cfg)):
     try:
-        runner.train("ppo", env_name, c, ppo, progress=False)
+        runner.train("ppo", env_name, c, ppo, progress=False, run=NO_DOG)
         out[env_name + str(c.num_devices)] = "trained"
     except ValueError as e:
         out[env_name + str(c.num_devices)] = str(e)
@@ -111,11 +112,12 @@ from jaxrl.agents.common.pql_config import PQLConfig
 pql = PQLConfig(layout="data", num_devices=2, buffer_size=8 * 1024, learning_starts=48,
                 batch_size=32, actor_hidden=(16,), critic_hidden=(16,))
 try:  # an agent layout over 2 CPU devices
-    runner.train("pql", "Factorizing", dataclasses.replace(cfg, num_seeds=1), pql, progress=False)
+    runner.train("pql", "Factorizing", dataclasses.replace(cfg, num_seeds=1), pql, progress=False,
+                 run=NO_DOG)
     out["pql_data_layout"] = "trained"
 except ValueError as e:
     out["pql_data_layout"] = str(e)
-res = runner.train("ppo", "Factorizing", cfg, ppo, progress=False)
+res = runner.train("ppo", "Factorizing", cfg, ppo, progress=False, run=NO_DOG)
 out["trained_env_steps"] = res.records[-1]["env_steps"]
 print("RESULT" + json.dumps(out))
 """

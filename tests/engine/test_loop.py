@@ -56,7 +56,7 @@ def test_seeds_differ_and_repeat(built, fused):
     p = _leaves(runner_f.agent_state.params)
     assert any(not np.allclose(x[0], x[1]) for x in p)  # two seeds, one call: different
     agent, env, spec = built
-    keys = jnp.stack([jax.random.PRNGKey(CFG.seed)] * 2)
+    keys = jnp.stack([jax.random.PRNGKey(0)] * 2)  # seed 0 twice
     again, _ = loop.train_fused(agent, env, spec, CFG, keys,
                                 runner.stack_hp(agent.default_hp(), 2))
     for x in _leaves(again.agent_state.params):

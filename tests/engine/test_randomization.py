@@ -19,7 +19,7 @@ from tree_helpers import assert_trees_equal
 
 from jaxrl import configs
 from jaxrl.agents import PPOConfig
-from jaxrl.engine import randomization, wrappers
+from jaxrl.engine import loop, randomization, wrappers
 from jaxrl.envs import make, randomizers, toy
 from jaxrl.run import runner
 
@@ -149,7 +149,7 @@ def _cfg():
     preset = configs.get("ppo-dmc-cpu")
     cfg = dataclasses.replace(preset.train, num_envs=8, unroll_length=4, num_chunks=4,
                               total_env_steps=4 * 8 * 4, episode_length=6, num_eval_envs=2,
-                              keep_checkpoints=4, domain_randomization=GENERIC)
+                              domain_randomization=GENERIC)
     return cfg, PPOConfig(**dict(preset.agent_overrides))
 
 
@@ -165,7 +165,7 @@ def test_resume_with_randomization_is_bit_identical_and_evaluates(tmp_path):
     cfg, agent_cfg = _cfg()
     straight_dir, run_dir = str(tmp_path / "a"), str(tmp_path / "b")
     straight = runner.train("ppo", "CartpoleBalance", cfg, agent_cfg, run_dir=straight_dir,
-                            progress=False)
+                            progress=False, run=loop.RunConfig(keep_checkpoints=4))
     values = straight.runner.env_state.info["randomized"]["body_mass"]
     assert values.shape[:2] == (1, 8) and np.unique(np.asarray(values[0, :, 1])).size == 8
     assert np.isfinite(straight.records[-1]["eval/episode_return"])  # randomized evaluation

@@ -301,7 +301,7 @@ def no_training(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("compiling was reached: bad input must fail before")
 
-    monkeypatch.setattr(runner, "_session", boom)
+    monkeypatch.setattr(runner, "run_session", boom)
     monkeypatch.setattr(runner, "evaluate_run", boom)
     monkeypatch.setitem(toy.TOY_ENVS, "PointMassWide", PointMassWide)
 
@@ -454,12 +454,12 @@ def test_off_policy_resume_with_replay_is_bit_identical(agent_name, tmp_path):
         unroll_length=4,
         total_env_steps=4 * 8 * 4 * 2,
         num_eval_envs=2,
-        keep_checkpoints=4,
     )
     agent_cfg = _small_config(agent_lib.lookup(agent_name)[1])
     straight_dir, run_dir = str(tmp_path / "a"), str(tmp_path / "b")
     straight = runner.train(
-        agent_name, "PointMass1D", cfg, agent_cfg, run_dir=straight_dir, progress=False
+        agent_name, "PointMass1D", cfg, agent_cfg, run_dir=straight_dir, progress=False,
+        run=loop.RunConfig(keep_checkpoints=4),
     )
     assert straight.runner.agent_state.buffer is not None
     # The state a kill after chunk 2 leaves behind: chunks 1-2 on disk, 4 lines of metrics.

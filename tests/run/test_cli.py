@@ -63,7 +63,7 @@ def test_help_lists_fields_with_docstrings(capsys):
 
 def test_preset_values_become_defaults():
     args, agent, env, cfg, agent_cfg = cli.resolve(["--preset", "ppo-dmc-gpu", "--seed", "3"])
-    assert (agent, env, cfg.num_envs, cfg.seed) == ("ppo", "CartpoleBalance", 2048, 3)
+    assert (agent, env, cfg.num_envs, args.run.seed) == ("ppo", "CartpoleBalance", 2048, 3)
     assert agent_cfg.num_epochs == 16 and agent_cfg.reward_scaling == 10.0
     _, _, _, cfg, agent_cfg = cli.resolve(["--ppo.learning-rate", "3e-4"])
     assert agent_cfg.learning_rate == 3e-4 and cfg.num_envs == 256

@@ -129,6 +129,7 @@ def test_no_readable_checkpoint_is_one_error_and_moves_nothing(base, capsys):
 
 RESUME_REFUSALS = [
     (["--num-envs", "32"], "only --total-env-steps and --max-train-seconds may change"),
+    (["--checkpoint-every", "2"], "--checkpoint-every 2 (saved: 1)"),  # a host flag too
     (["--total-env-steps", "100"], "--total-env-steps 100 does not train on"),
 ]
 
@@ -151,3 +152,20 @@ def test_finished_run_says_how_to_train_on(base, tmp_path):
         cli.main(["train", "--resume", run_dir, *CLI_FLAGS[-1:]])
     assert (f"already finished (chunk 6 of 6); train it on with `jaxrl train --resume {run_dir} "
             "--total-env-steps N`, N above 768.") in str(exc.value.code)
+
+
+def test_config_json_from_before_run_config_resumes(base, tmp_path):
+    """A run dir written before `RunConfig` (host settings inside `train`) still resumes, with
+    the same result; the rewritten config.json then holds them under `run`."""
+    run_dir = _copy(base, "legacy")
+    path = os.path.join(run_dir, "config.json")
+    config = json.load(open(path))
+    config["train"].update(config.pop("run"))
+    json.dump(config, open(path, "w"))
+    assert checkpoint.parse_run(config) == checkpoint.parse_run(
+        json.load(open(os.path.join(base.killed, "config.json"))))
+    resumed = runner.resume(run_dir, progress=False, total_env_steps=6 * PER_CHUNK)
+    assert_trees_equal(base.straight.runner, resumed.runner)
+    rewritten = json.load(open(path))
+    assert rewritten["run"]["keep_checkpoints"] == 3
+    assert "keep_checkpoints" not in rewritten["train"]

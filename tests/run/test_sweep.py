@@ -176,10 +176,10 @@ def test_sweep_members_equal_standalone_runs_and_resume_is_exact(tmp_path, capsy
     # Member 3 (seed 5, learning rate 3e-3) is `jaxrl train --seed 5 --ppo.learning-rate 3e-3`.
     m = members[3]
     loaded = checkpoint.load_run(sweep.member_dir(sweep_dir, m))
-    assert loaded.cfg.seed == 5 and loaded.cfg.num_seeds == 1
+    assert loaded.run.seed == 5 and loaded.cfg.num_seeds == 1
     assert loaded.agent_config.learning_rate == 3e-3
     alone = runner.train(loaded.agent_name, loaded.env_name, loaded.cfg, loaded.agent_config,
-                         progress=False)
+                         progress=False, run=loaded.run)
     member_params = jax.tree.leaves(loaded.runner.agent_state.params)
     for a, b in zip(jax.tree.leaves(alone.runner.agent_state.params), member_params, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5, rtol=0)

@@ -9,6 +9,7 @@ import pytest
 
 from jaxrl import configs
 from jaxrl.agents import PPOConfig
+from jaxrl.engine import loop
 from jaxrl.run import checkpoint, cli, runner
 
 PRESET = configs.get("ppo-toy-cpu")
@@ -18,9 +19,9 @@ CFG = dataclasses.replace(PRESET.train, num_envs=16, unroll_length=8, total_env_
 
 def test_budget_stops_after_the_chunk_that_reaches_it(tmp_path, capsys):
     run_dir = str(tmp_path / "run")
-    cfg = dataclasses.replace(CFG, max_train_seconds=1e-6)
-    result = runner.train("ppo", "PointMass1D", cfg, PPOConfig(**dict(PRESET.agent_overrides)),
-                          run_dir=run_dir, progress=False)
+    result = runner.train("ppo", "PointMass1D", CFG, PPOConfig(**dict(PRESET.agent_overrides)),
+                          run_dir=run_dir, progress=False,
+                          run=loop.RunConfig(max_train_seconds=1e-6))
     assert [r["chunk"] for r in result.records] == [1]
     assert "eval/episode_return" in result.records[0]
     assert result.env_steps == 128

@@ -17,7 +17,7 @@ from jaxrl import configs
 from jaxrl.agents import PPOConfig
 from jaxrl.engine import loop
 from jaxrl.envs import registry
-from jaxrl.run import runner, warm_start
+from jaxrl.run import checkpoint, runner, warm_start
 from jaxrl.run.logging import read_jsonl
 
 
@@ -55,9 +55,7 @@ def _ppo_toy(**train):
 def test_program_key_covers_what_changes_a_program(monkeypatch):
     cfg, agent_cfg = _ppo_toy()
     key = warm_start.program_key("ppo", "PointMass1D", cfg, agent_cfg, None)
-    same = warm_start.program_key("ppo", "PointMass1D", dataclasses.replace(cfg, seed=7),
-                                  agent_cfg, None)
-    assert key == same  # the seed is an argument of the programs
+    assert not set(loop.RUN_FIELDS) & {f.name for f in dataclasses.fields(cfg)}  # host: apart
     changed = [
         ("ppo", "PointMass1D", dataclasses.replace(cfg, num_envs=32), agent_cfg, None),
         ("ppo", "PointMass1D", cfg, dataclasses.replace(agent_cfg, num_epochs=2), None),
@@ -77,11 +75,11 @@ def test_program_key_covers_what_changes_a_program(monkeypatch):
         registry.unregister_family("users")
 
 
-def _train(tmp_path, name, store, **train):
+def _train(tmp_path, name, store, run=None, **train):
     cfg, agent_cfg = _ppo_toy(**train)
     run_dir = str(tmp_path / name)
     result = runner.train("ppo", "PointMass1D", cfg, agent_cfg, run_dir, progress=False,
-                          programs=store)
+                          programs=store, run=run)
     return result, read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
 
 
@@ -105,8 +103,11 @@ def test_stored_programs_give_the_same_run_and_a_broken_entry_compiles(tmp_path,
     for a, b in zip(jax.tree.leaves(cold.runner), jax.tree.leaves(warm.runner), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))  # bit for bit
 
-    other_seed, seed_records = _train(tmp_path, "seed", store, seed=3)  # same programs
+    # Host settings only (RunConfig): the same programs, loaded.
+    other_seed, seed_records = _train(tmp_path, "seed", store, loop.RunConfig(
+        seed=3, checkpoint_every=2, keep_checkpoints=1, eval_every=2, watchdog_seconds=60.0))
     assert "loaded the compiled programs in" in capsys.readouterr().err
+    assert checkpoint.existing_steps(str(tmp_path / "seed")) == [2]
     assert len(seed_records) == 2 and not np.array_equal(  # the seed is honoured
         np.asarray(jax.tree.leaves(other_seed.runner.agent_state)[0]),
         np.asarray(jax.tree.leaves(warm.runner.agent_state)[0]))

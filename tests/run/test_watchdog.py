@@ -17,6 +17,7 @@ import dataclasses, sys, threading
 import jax, jax.numpy as jnp
 from jaxrl import configs, envs
 from jaxrl.agents import PPOConfig
+from jaxrl.engine.loop import RunConfig
 from jaxrl.run import runner
 
 CALLS = {"n": 0}
@@ -47,10 +48,11 @@ envs.registry.register_family(
     lambda name, **kw: Blocking(envs.make("PointMass1D", **kw)))
 p = configs.get("ppo-toy-cpu")
 cfg = dataclasses.replace(p.train, num_envs=8, unroll_length=4, total_env_steps=2 * 8 * 4 * 2,
-                          num_chunks=2, num_eval_envs=0, watchdog_seconds=float(sys.argv[2]))
+                          num_chunks=2, num_eval_envs=0)
 STEPS_PER_CHUNK = cfg.iterations_per_chunk * cfg.unroll_length
 runner.train("ppo", "BlockingPointMass", cfg, PPOConfig(**dict(p.agent_overrides)),
-             run_dir=sys.argv[1], progress=False)
+             run_dir=sys.argv[1], progress=False,
+             run=RunConfig(watchdog_seconds=float(sys.argv[2])))
 print("finished (the watchdog did not fire)")
 """
 
@@ -69,7 +71,7 @@ def test_blocking_env_exits_with_stack_dump(tmp_path):
     assert os.path.dirname(dump) == str(run_dir) and os.path.basename(dump).startswith("stuck-")
     text = open(dump).read()
     assert "block_forever_in_chunk_two" in text  # the blocked host callback's thread
-    assert "_run_chunks" in text  # the main thread, waiting for the chunk
+    assert "run_chunks" in text  # the main thread, waiting for the chunk
     assert os.path.isdir(run_dir / "checkpoints" / "1")  # chunk 1 was saved before the hang
 
 

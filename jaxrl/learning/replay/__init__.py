@@ -14,10 +14,10 @@ Every name is re-exported here, so `from jaxrl.learning import replay; replay.sa
 from jaxrl.learning.replay.samplers import (
     Batch,
     FutureBatch,
-    _uniform_below,  # noqa: F401 (tests reach it here)
     sample,
     sample_future,
     swd_weights,
+    uniform_below,
 )
 from jaxrl.learning.replay.schedule import capacity_per_env, check_schedule, updates_per_call
 from jaxrl.learning.replay.storage import ReplayState, add, init, num_transitions
@@ -34,5 +34,6 @@ __all__ = [
     "sample",
     "sample_future",
     "swd_weights",
+    "uniform_below",
     "updates_per_call",
 ]

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxrl.learning.contrastive import future_offsets
-from jaxrl.learning.replay.storage import ReplayState, _is_float
+from jaxrl.learning.replay.storage import ReplayState, is_float
 
 _INT32_MAX = 2**31 - 1
 _MIN_SCALE = 64  # fixed-point steps per unit weight; bounds the capacity of weighted sampling
@@ -74,7 +74,7 @@ def swd_weights(age: jax.Array, decay_steps: float, min_weight: float = 0.1) -> 
     return jnp.minimum(1.0, min_weight + age / -decay_steps)
 
 
-def _uniform_below(key: jax.Array, shape, n: jax.Array) -> jax.Array:
+def uniform_below(key: jax.Array, shape, n: jax.Array) -> jax.Array:
     """Integers in `[0, n)`, `0 < n < 2^31`: `floor(bits * n / 2^32)` from 32 random bits.
 
     Multiply-shift (Lemire, "Fast Random Integer Generation in an Interval", 2019) spreads the
@@ -104,7 +104,7 @@ def _weighted_rows(state, key, batch_size, decay_steps, min_weight) -> jax.Array
     q = jnp.round(w * scale).astype(jnp.int32)
     q = jnp.where(valid & (w > 0), jnp.maximum(q, 1), q)  # keep tiny positive weights drawable
     cdf = jnp.cumsum(q)  # exact: sum(q) <= C * scale <= 2^31 - 1
-    u = _uniform_below(key, (batch_size,), cdf[-1])
+    u = uniform_below(key, (batch_size,), cdf[-1])
     return jnp.searchsorted(cdf, u, side="right").astype(jnp.int32)
 
 
@@ -113,7 +113,7 @@ def _gather(tree, rows, envs):
 
     def take(x):
         y = x[rows, envs]
-        return y.astype(jnp.float32) if _is_float(y.dtype) else y
+        return y.astype(jnp.float32) if is_float(y.dtype) else y
 
     return jax.tree.map(take, tree)
 
@@ -164,7 +164,7 @@ def sample(
     key_env, key_row = jax.random.split(key)
     envs = jax.random.randint(key_env, (batch_size,), 0, num_envs)
     if decay_steps == 0:
-        rows = _uniform_below(key_row, (batch_size,), state.size)
+        rows = uniform_below(key_row, (batch_size,), state.size)
     else:
         rows = _weighted_rows(state, key_row, batch_size, decay_steps, min_weight)
 
@@ -248,7 +248,7 @@ def sample_future(state: ReplayState, key: jax.Array, batch_size: int, *, gamma,
     c, num_envs = state.data["reward"].shape
     key_env, key_row, key_k = jax.random.split(key, 3)
     envs = jax.random.randint(key_env, (batch_size,), 0, num_envs)
-    rows = (state.pos - state.size + _uniform_below(key_row, (batch_size,), state.size)) % c
+    rows = (state.pos - state.size + uniform_below(key_row, (batch_size,), state.size)) % c
     k = jnp.arange(horizon, dtype=jnp.int32)
     idx = (rows[:, None] + k) % c  # [B, H]
     ids = state.data["traj_id"]

@@ -44,7 +44,7 @@ class ReplayState:
     clock: jax.Array
 
 
-def _is_float(dtype) -> bool:
+def is_float(dtype) -> bool:
     return jnp.issubdtype(dtype, jnp.floating)
 
 
@@ -72,7 +72,7 @@ def init(example: Transition, capacity_per_env: int, obs_dtype=jnp.float32,
     c = int(capacity_per_env)
 
     def alloc(x, dtype=None):
-        dt = dtype if dtype is not None and _is_float(x.dtype) else x.dtype
+        dt = dtype if dtype is not None and is_float(x.dtype) else x.dtype
         return jnp.zeros((c,) + tuple(x.shape), dt)
 
     data = {}

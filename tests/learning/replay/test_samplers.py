@@ -161,5 +161,5 @@ def test_uniform_below_is_exact_multiply_shift(n):
     """`floor(bits * n / 2^32)` computed with 16-bit limbs equals the uint64 product."""
     key = jax.random.PRNGKey(n % 997)
     bits = np.asarray(jax.random.bits(key, (50_000,), jnp.uint32)).astype(np.uint64)
-    got = np.asarray(replay._uniform_below(key, (50_000,), jnp.int32(n)))
+    got = np.asarray(replay.uniform_below(key, (50_000,), jnp.int32(n)))
     np.testing.assert_array_equal(got.astype(np.uint64), (bits * np.uint64(n)) >> np.uint64(32))
