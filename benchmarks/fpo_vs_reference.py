@@ -180,13 +180,12 @@ def ours_configs(s: dict):
     import jaxrl.agents  # noqa: F401  (registers the agents)
     from jaxrl import configs
     from jaxrl.agents.fpo import FPOConfig
-    from jaxrl.engine import contract
     from jaxrl.engine.loop import TrainConfig
 
     if s["kind"] == "preset":
         p = configs.get(s["preset"])
         cfg = dataclasses.replace(p.train, total_env_steps=PRESET_STEPS, num_chunks=PRESET_CHUNKS)
-        return p.agent, p.env, cfg, contract.lookup(p.agent)[1](**dict(p.agent_overrides))
+        return p.agent, p.env, cfg, p.agent_config
     r = REF
     ups = r["batch_size"] * r["num_minibatches"] // r["num_envs"]
     cfg = TrainConfig(num_envs=r["num_envs"], unroll_length=r["unroll_length"],

@@ -116,11 +116,10 @@ def ours_configs(s: dict, row: str):
     import dataclasses
 
     from jaxrl import configs
-    from jaxrl.engine.contract import lookup
     from jaxrl.engine.loop import TrainConfig
 
     preset = configs.get(AGENT_PRESETS[row])
-    agent_cfg = lookup(preset.agent)[1](**dict(preset.agent_overrides))
+    agent_cfg = preset.agent_config
     agent_cfg = dataclasses.replace(
         agent_cfg, batch_size=s["batch_size"], utd_ratio=float(s["grad_updates_per_step"]),
         learning_starts=s["min_replay_size"], buffer_size=s["max_replay_size"])

@@ -31,7 +31,6 @@ import time
 import _common
 
 from jaxrl import configs
-from jaxrl.engine.contract import lookup
 from jaxrl.engine.loop import RunConfig
 from jaxrl.run import plotting, runner
 
@@ -57,7 +56,7 @@ def run_one(agent: str, env: str, budget: float, runs: str, eval_envs: int) -> d
     run_dir = os.path.join(runs, f"{agent}-{env}")
     if os.path.exists(run_dir):
         shutil.rmtree(run_dir)
-    agent_cfg = lookup(preset.agent)[1](**dict(preset.agent_overrides))
+    agent_cfg = preset.agent_config
     t0 = time.time()
     res = runner.train(agent, env, train, agent_cfg, run_dir=run_dir, progress=False,
                        resolved={"preset": preset.name}, run=run)

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl import configs
-from jaxrl.engine import contract, loop
+from jaxrl.engine import loop
 from jaxrl.run.assemble import build, seed_keys, stack_hp
 
 
@@ -57,7 +57,7 @@ def parse_args(argv=None):
 def setup(preset_name: str, num_seeds: int, iterations: int):
     """(agent, env, cfg, runner [S]) as `runner.train` builds them, with `iterations` per chunk."""
     preset = configs.get(preset_name)
-    agent_cfg = contract.lookup(preset.agent)[1](**dict(preset.agent_overrides))
+    agent_cfg = preset.agent_config
     base = dataclasses.replace(preset.train, num_seeds=num_seeds, num_eval_envs=0, num_chunks=1)
     total = iterations * base.env_steps_per_iteration
     cfg = dataclasses.replace(base, total_env_steps=total)

@@ -78,7 +78,7 @@ def resolve(preset: str | None = None, agent: str | None = None, env: str | None
     config_cls = get_agent(agent)[1]
     if agent_config is None:
         same = p is not None and p.agent == agent
-        agent_config = config_cls(**dict(p.agent_overrides)) if same else config_cls()
+        agent_config = p.agent_config if same else config_cls()
     configs = [train_config or (p.train if p else TrainConfig()), agent_config,
                run_config or (p.run if p else RunConfig())]
     names = [{f.name for f in dataclasses.fields(c)} for c in configs]

@@ -80,13 +80,10 @@ def preset_name(argv: list[str]) -> str:
 def defaults_from_preset(name: str):
     """A TrainArgs instance holding the preset's values (raises on an unknown preset)."""
     from jaxrl import configs
-    agent_lib = agent_registry()
 
     preset = configs.get(name)
-    cls = args_type()
-    agent_cfg = agent_lib.lookup(preset.agent)[1](**dict(preset.agent_overrides))
-    return cls(preset=name, agent=preset.agent, env=preset.env, train=preset.train,
-               run=preset.run, **{preset.agent.replace("-", "_"): agent_cfg})
+    return args_type()(preset=name, agent=preset.agent, env=preset.env, train=preset.train,
+                       run=preset.run, **{preset.agent.replace("-", "_"): preset.agent_config})
 
 
 def agent_names() -> tuple[str, ...]:

@@ -156,7 +156,7 @@ def test_goal_presets_validate(name):
     preset = configs.get(name)
     agent_cls, cfg_cls = lookup(preset.agent)
     spec = _spec(preset.env)
-    agent = agent_cls(config=cfg_cls(**dict(preset.agent_overrides)), spec=spec,
+    agent = agent_cls(config=preset.agent_config, spec=spec,
                       train=preset.train)
     agent.validate()
     assert spec.goal_indices is not None

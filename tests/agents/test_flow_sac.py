@@ -142,7 +142,7 @@ def test_flow_sac_dmc_cpu_learns_cartpole_balance():
     preset = configs.get("flow-sac-dmc-cpu")
     start = time.time()
     result = runner.train(preset.agent, preset.env, preset.train,
-                          FlowSACConfig(**dict(preset.agent_overrides)), run_dir=None,
+                          preset.agent_config, run_dir=None,
                           progress=False)
     returns = [round(r.get("eval/episode_return", float("nan")), 1) for r in result.records]
     print(f"flow-sac-dmc-cpu: wall {time.time() - start:.0f} s, compile "

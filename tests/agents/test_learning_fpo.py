@@ -7,7 +7,6 @@ import time
 import pytest
 
 from jaxrl import configs
-from jaxrl.agents import FPOConfig
 from jaxrl.run import runner
 
 
@@ -16,7 +15,7 @@ def test_fpo_cpu_preset_learns_cartpole_balance():
     preset = configs.get("fpo-dmc-cpu")
     start = time.time()
     result = runner.train("fpo", preset.env, preset.train,
-                          FPOConfig(**dict(preset.agent_overrides)), run_dir=None,
+                          preset.agent_config, run_dir=None,
                           progress=False)
     returns = [round(r["eval/episode_return"], 1) for r in result.records]
     print(f"fpo-dmc-cpu: wall {time.time() - start:.0f} s, compile {result.compile_seconds:.0f} "

@@ -14,13 +14,12 @@ import pytest
 
 from jaxrl import configs, envs
 from jaxrl.engine import rollout, wrappers
-from jaxrl.engine.contract import lookup
 from jaxrl.run import runner
 
 
 def _train(name):
     preset = configs.get(name)
-    cfg = lookup(preset.agent)[1](**dict(preset.agent_overrides))
+    cfg = preset.agent_config
     start = time.time()
     result = runner.train(preset.agent, preset.env, preset.train, cfg, run_dir=None,
                           progress=False)

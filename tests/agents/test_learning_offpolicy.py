@@ -9,7 +9,6 @@ import time
 import pytest
 
 from jaxrl import configs
-from jaxrl.engine.contract import lookup
 from jaxrl.run import runner
 
 # One preset per agent in the default suite (its time budget); a second variant of WarpSAC and
@@ -26,7 +25,7 @@ PRESETS = ["sac-dmc-cpu", "fastdsac-dmc-cpu", pytest.param("warpsac-a-cpu", mark
 def test_offpolicy_preset_learns_cartpole_balance(name):
     preset = configs.get(name)
     assert preset.env == "CartpoleBalance"
-    agent_cfg = lookup(preset.agent)[1](**dict(preset.agent_overrides))
+    agent_cfg = preset.agent_config
     start = time.time()
     result = runner.train(preset.agent, preset.env, preset.train, agent_cfg, run_dir=None,
                           progress=False)

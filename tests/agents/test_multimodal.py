@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 from jaxrl import configs
-from jaxrl.engine.contract import lookup
 from jaxrl.envs.toy import TwoModes
 from jaxrl.run import runner
 
@@ -42,7 +41,7 @@ FLOW_PRESETS = ["fpo-twomodes-cpu",
 def _mode_masses(name: str, num_seeds: int = 1, num_samples: int = 4000) -> list[tuple]:
     """Per seed: (mass near the low mode, near the high mode, near 0) of the trained policy."""
     preset = configs.get(name)
-    agent_cfg = lookup(preset.agent)[1](**dict(preset.agent_overrides))
+    agent_cfg = preset.agent_config
     cfg = dataclasses.replace(preset.train, num_seeds=num_seeds)
     result = runner.train(preset.agent, preset.env, cfg, agent_cfg, run_dir=None, progress=False)
     agent, _, _ = runner.build(preset.agent, preset.env, cfg, agent_cfg)

@@ -223,10 +223,10 @@ def test_twomodes_preset_learns_both_modes():
     preset = configs.get("policyflow-twomodes-cpu")
     cfg = dataclasses.replace(preset.train, num_seeds=1)
     res = runner.train("policyflow", "TwoModes", cfg,
-                       PolicyFlowConfig(**dict(preset.agent_overrides)), progress=False)
+                       preset.agent_config, progress=False)
     assert res.records[-1]["eval/episode_return"] > 0.8, res.records
     agent, _, _ = runner.build("policyflow", "TwoModes", cfg,
-                               PolicyFlowConfig(**dict(preset.agent_overrides)))
+                               preset.agent_config)
     state = jax.tree.map(lambda x: x[0], res.runner.agent_state)
     actions, _ = agent.act(state, jnp.ones((4000, 1)), jax.random.key(7), False)
     a = np.asarray(actions[:, 0])
@@ -252,7 +252,7 @@ def test_policyflow_learns_cartpole_balance():
     preset = configs.get("policyflow-dmc-cpu")
     start = time.time()
     result = runner.train("policyflow", "CartpoleBalance", preset.train,
-                          PolicyFlowConfig(**dict(preset.agent_overrides)), progress=False)
+                          preset.agent_config, progress=False)
     returns = [round(r["eval/episode_return"], 1) for r in result.records]
     print(f"wall {time.time() - start:.0f} s, compile {result.compile_seconds:.0f} s, "
           f"evals {returns}")

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from jaxrl import configs
-from jaxrl.agents import PPOConfig
 from jaxrl.agents.common.onpolicy import minibatches as _minibatches
 from jaxrl.engine import loop, rollout
 from jaxrl.engine.types import Transition
@@ -18,7 +17,7 @@ PRESET = configs.get("ppo-toy-cpu")
 
 
 def _setup(**over):
-    agent_cfg = dataclasses.replace(PPOConfig(**dict(PRESET.agent_overrides)), **over)
+    agent_cfg = dataclasses.replace(PRESET.agent_config, **over)
     agent, env, spec = runner.build("ppo", "PointMass1D", PRESET.train, agent_cfg)
     init, _ = loop.make_train(agent, env, spec, PRESET.train)
     r = init(jax.random.PRNGKey(0), agent.default_hp())
@@ -68,7 +67,7 @@ def test_minibatches_keep_whole_trajectories():
 @pytest.fixture(scope="module")
 def toy_run():
     cfg = dataclasses.replace(PRESET.train, num_seeds=1)
-    return runner.train("ppo", "PointMass1D", cfg, PPOConfig(**dict(PRESET.agent_overrides)),
+    return runner.train("ppo", "PointMass1D", cfg, PRESET.agent_config,
                         progress=False)
 
 

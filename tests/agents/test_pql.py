@@ -231,10 +231,9 @@ def test_pqld_cpu_presets_fit_the_returns_in_the_support(name):
     which atoms on [-10, 10] cannot hold unless rewards are scaled (unscaled, both presets
     stalled near 250 within 64k steps; with 0.1 they reach 977 and 997)."""
     from jaxrl import configs
-    from jaxrl.agents.pql import PQLConfig
 
     preset = configs.get(name)
-    config = PQLConfig(**dict(preset.agent_overrides))
+    config = preset.agent_config
     assert preset.env == "CartpoleBalance" and config.critic_type == "categorical"
     assert config.reward_scaling * 1.0 / (1.0 - config.gamma) <= config.v_max
     assert config.v_min <= 0.0

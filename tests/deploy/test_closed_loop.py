@@ -19,7 +19,6 @@ import pytest
 
 import jaxrl
 from jaxrl import api, configs
-from jaxrl.agents import PPOConfig
 from jaxrl.deploy import closed_loop, onnx_convert
 from jaxrl.engine import loop
 from jaxrl.run import checkpoint, cli, runner
@@ -34,7 +33,7 @@ EPISODES = 3
 def exported(tmp_path_factory):
     """(run dir, closed-loop result, sidecar) of the trained, exported tiny run."""
     run_dir = str(tmp_path_factory.mktemp("closed_loop") / "run")
-    runner.train("ppo", "CartpoleBalance", CFG, PPOConfig(**dict(PRESET.agent_overrides)),
+    runner.train("ppo", "CartpoleBalance", CFG, PRESET.agent_config,
                  run_dir=run_dir, progress=False)
     cli.main(["export", run_dir])
     result, loaded, path, meta = jaxrl.closed_loop(run_dir, EPISODES)

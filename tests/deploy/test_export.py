@@ -21,7 +21,7 @@ import pytest
 
 import jaxrl
 from jaxrl import configs, envs
-from jaxrl.agents import PPO, PPOConfig
+from jaxrl.agents import PPO
 from jaxrl.deploy import export
 from jaxrl.deploy.onnx_convert import OPSET, UnsupportedPrimitiveError, jaxpr_to_onnx
 from jaxrl.engine import contract as agent_lib
@@ -32,7 +32,7 @@ from jaxrl.run import cli, runner
 PRESET = configs.get("ppo-toy-cpu")
 CFG = dataclasses.replace(PRESET.train, num_envs=16, unroll_length=8, total_env_steps=512,
                           num_chunks=2, num_eval_envs=4, num_seeds=2)
-AGENT_CFG = PPOConfig(**dict(PRESET.agent_overrides))
+AGENT_CFG = PRESET.agent_config
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import onnxruntime as ort
 import pytest
 
 from jaxrl import configs, envs
-from jaxrl.agents import PPO, PPOConfig
+from jaxrl.agents import PPO
 from jaxrl.deploy import export, onnx_convert
 from jaxrl.deploy.onnx_convert import UnsupportedPrimitiveError, jaxpr_to_onnx
 from jaxrl.envs import toy
@@ -205,7 +205,7 @@ class _FlowInfoAgent:
 def ppo_pointmass():
     env = toy.PointMass()
     spec = envs.make_spec(env, env.name)
-    agent = PPO(config=PPOConfig(**dict(PRESET.agent_overrides)), spec=spec, train=CFG)
+    agent = PPO(config=PRESET.agent_config, spec=spec, train=CFG)
     return agent, agent.init(jax.random.PRNGKey(0), agent.default_hp()), env, spec
 
 

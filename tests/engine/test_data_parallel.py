@@ -37,7 +37,7 @@ ppo = {}
 for nd in (1, 4):
     cfg = dataclasses.replace(p.train, total_env_steps=steps, num_chunks=1, num_eval_envs=8,
                               num_devices=nd)
-    res = runner.train("ppo", "PointMass1D", cfg, PPOConfig(**dict(p.agent_overrides)),
+    res = runner.train("ppo", "PointMass1D", cfg, p.agent_config,
                        progress=False)
     ppo[nd] = res
     assert res.runner.iteration.tolist() == [3], res.runner.iteration

@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 
 from jaxrl import configs
-from jaxrl.agents import PPOConfig
 from jaxrl.engine import loop
 from jaxrl.run import runner
 
 PRESET = configs.get("ppo-toy-cpu")
 CFG = dataclasses.replace(PRESET.train, total_env_steps=3 * 64 * 16, num_chunks=3,
                           num_eval_envs=0)
-AGENT_CFG = PPOConfig(**dict(PRESET.agent_overrides))
+AGENT_CFG = PRESET.agent_config
 
 
 @pytest.fixture(scope="module")

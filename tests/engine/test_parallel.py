@@ -16,7 +16,7 @@ from jaxrl.agents import PPOConfig
 p = configs.get("ppo-toy-cpu")
 cfg = dataclasses.replace(p.train, total_env_steps=2 * 64 * 16, num_chunks=2, num_seeds=4,
                           num_eval_envs=8)
-res = runner.train("ppo", "PointMass1D", cfg, PPOConfig(**dict(p.agent_overrides)),
+res = runner.train("ppo", "PointMass1D", cfg, p.agent_config,
                    progress=False)
 leaf = jax.tree.leaves(res.runner.agent_state.params)[0]
 print(json.dumps({"devices": len(jax.devices()),

@@ -18,7 +18,6 @@ from flax import struct
 from tree_helpers import assert_trees_equal
 
 from jaxrl import configs
-from jaxrl.agents import PPOConfig
 from jaxrl.engine import loop, randomization, wrappers
 from jaxrl.envs import make, randomizers, toy
 from jaxrl.run import runner
@@ -150,7 +149,7 @@ def _cfg():
     cfg = dataclasses.replace(preset.train, num_envs=8, unroll_length=4, num_chunks=4,
                               total_env_steps=4 * 8 * 4, episode_length=6, num_eval_envs=2,
                               domain_randomization=GENERIC)
-    return cfg, PPOConfig(**dict(preset.agent_overrides))
+    return cfg, preset.agent_config
 
 
 def test_build_rejects_randomization_before_compiling():

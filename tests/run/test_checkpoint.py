@@ -39,7 +39,7 @@ CFG = dataclasses.replace(
     num_chunks=CHUNKS,
     num_eval_envs=4,
 )
-AGENT_CFG = PPOConfig(**dict(PRESET.agent_overrides))
+AGENT_CFG = PRESET.agent_config
 CLI_FLAGS = [
     "--preset",
     "ppo-toy-cpu",

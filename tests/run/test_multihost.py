@@ -27,7 +27,7 @@ from jaxrl.engine import parallel
 from jaxrl.run import runner
 
 p = configs.get("ppo-toy-cpu")
-agent_cfg = PPOConfig(**dict(p.agent_overrides))
+agent_cfg = p.agent_config
 cfg = dataclasses.replace(p.train, total_env_steps=2 * 3 * 64 * 16, num_chunks=2,
                           num_eval_envs=8, num_devices=4)
 res = runner.train("ppo", "PointMass1D", cfg, agent_cfg, run_dir=os.path.join(out, "train"),

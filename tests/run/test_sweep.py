@@ -120,7 +120,7 @@ def test_sweep_programs_are_stored_and_a_resume_loads_them(tmp_path, monkeypatch
     preset = configs.get("ppo-toy-cpu")
     cfg = dataclasses.replace(preset.train, num_envs=16, unroll_length=8, num_chunks=3,
                               total_env_steps=3 * 16 * 8, num_eval_envs=2)
-    agent_cfg = PPOConfig(**dict(preset.agent_overrides))
+    agent_cfg = preset.agent_config
     members = sweep_spec.members(sweep_spec.points({"learning_rate": [1e-3, 3e-3]}, {}, 0, 0),
                                  [0])
     first = str(tmp_path / "first")

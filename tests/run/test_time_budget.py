@@ -8,7 +8,6 @@ import os
 import pytest
 
 from jaxrl import configs
-from jaxrl.agents import PPOConfig
 from jaxrl.engine import loop
 from jaxrl.run import checkpoint, cli, runner
 
@@ -19,7 +18,7 @@ CFG = dataclasses.replace(PRESET.train, num_envs=16, unroll_length=8, total_env_
 
 def test_budget_stops_after_the_chunk_that_reaches_it(tmp_path, capsys):
     run_dir = str(tmp_path / "run")
-    result = runner.train("ppo", "PointMass1D", CFG, PPOConfig(**dict(PRESET.agent_overrides)),
+    result = runner.train("ppo", "PointMass1D", CFG, PRESET.agent_config,
                           run_dir=run_dir, progress=False,
                           run=loop.RunConfig(max_train_seconds=1e-6))
     assert [r["chunk"] for r in result.records] == [1]

@@ -14,7 +14,6 @@ import jax
 import numpy as np
 
 from jaxrl import configs
-from jaxrl.agents import PPOConfig
 from jaxrl.engine import loop
 from jaxrl.envs import registry
 from jaxrl.run import checkpoint, runner, warm_start
@@ -49,7 +48,7 @@ def test_skeleton_replaces_foreign_nodes_keeps_order_and_pickles():
 def _ppo_toy(**train):
     preset = configs.get("ppo-toy-cpu")
     cfg = dataclasses.replace(preset.train, total_env_steps=4096, num_chunks=2, **train)
-    return cfg, PPOConfig(**dict(preset.agent_overrides))
+    return cfg, preset.agent_config
 
 
 def test_program_key_covers_what_changes_a_program(monkeypatch):

@@ -50,7 +50,7 @@ p = configs.get("ppo-toy-cpu")
 cfg = dataclasses.replace(p.train, num_envs=8, unroll_length=4, total_env_steps=2 * 8 * 4 * 2,
                           num_chunks=2, num_eval_envs=0)
 STEPS_PER_CHUNK = cfg.iterations_per_chunk * cfg.unroll_length
-runner.train("ppo", "BlockingPointMass", cfg, PPOConfig(**dict(p.agent_overrides)),
+runner.train("ppo", "BlockingPointMass", cfg, p.agent_config,
              run_dir=sys.argv[1], progress=False,
              run=RunConfig(watchdog_seconds=float(sys.argv[2])))
 print("finished (the watchdog did not fire)")
