@@ -50,6 +50,7 @@ from flax import struct
 from jaxrl.agents.common.offpolicy import OffPolicyAgent, gated, zeros_obs, zeros_of
 from jaxrl.agents.common.pql_config import HP_FIELDS, HP_RANGES, PQLConfig
 from jaxrl.engine.checks import check_choice, check_finite, check_positive
+from jaxrl.engine.parallel import DATA_AXIS
 from jaxrl.learning import exploration, losses, optim, replay
 from jaxrl.learning import running_stats as stats
 from jaxrl.learning.networks import ACTIVATIONS, MLP, QHead, ensemble, flatten_obs
@@ -139,7 +140,7 @@ class PQL(OffPolicyAgent):
     @property
     def axis_name(self) -> str | None:
         """Mesh axis of the `data` layout (collectives in the update), else None."""
-        return "data" if self.config.layout == "data" else None
+        return DATA_AXIS if self.config.layout == "data" else None
 
     @property
     def replay_ratios(self) -> tuple[float, float]:

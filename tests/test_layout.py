@@ -309,3 +309,20 @@ def test_no_module_uses_another_modules_private_names():
     bad = [f"{MODULES[m].relative_to(ROOT)}:{line}: {name}" for m in MODULES
            for line, name in _private_uses(m)]
     assert not bad, "private names used across modules:\n" + "\n".join(bad)
+
+
+def test_one_mesh_builder_and_one_place_for_axis_names():
+    """Meshes are built by `jaxrl.engine.parallel` only, and its constants name the axes."""
+    bad = []
+    for module, path in MODULES.items():
+        if module == "jaxrl.engine.parallel":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = getattr(node.func, "attr", getattr(node.func, "id", "")) \
+                if isinstance(node, ast.Call) else ""
+            if name == "Mesh":
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: Mesh(...)")
+            if isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id.endswith("_AXIS") for t in node.targets):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: an axis name defined")
+    assert not bad, "meshes and axis names belong to jaxrl.engine.parallel:\n" + "\n".join(bad)

@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax.sharding import Mesh, PartitionSpec
+from jax.sharding import PartitionSpec
 
-DATA_AXIS = "data"
-ROLE_AXIS = "role"
+from jaxrl.engine.parallel import DATA_AXIS, ROLE_AXIS, mesh
 
 
 def distribute(agent, chunk, num_envs: int, emulate_devices: bool = False):
@@ -50,25 +48,10 @@ def distribute(agent, chunk, num_envs: int, emulate_devices: bool = False):
     return _shard(chunk, num, DATA_AXIS, specs)
 
 
-def mesh(num: int, axis: str) -> Mesh:
-    """A 1-D mesh over the first `num` devices.
-
-    Raises:
-        ValueError: fewer devices are visible (checked when the chunk is traced, before it
-            compiles; loading such a run for evaluation or export needs no mesh).
-    """
-    devices = jax.devices()
-    if len(devices) < num:
-        raise ValueError(
-            f"this run's layout needs {num} devices on its {axis!r} axis; {len(devices)} visible "
-            f"(on CPU: XLA_FLAGS=--xla_force_host_platform_device_count={num}).")
-    return Mesh(np.asarray(devices[:num]), (axis,))
-
-
 def _shard(chunk, num: int, axis: str, specs_of):
     def run(runner):
         specs = specs_of(runner)
-        on = mesh(num, axis)
+        on = mesh(num, axis, "this run's layout")
         # Env code mixes per-shard and constant values in its carries; replication of the
         # outputs is guaranteed by the collectives instead of being type-checked.
         body = jax.shard_map(chunk, mesh=on, in_specs=(specs,),

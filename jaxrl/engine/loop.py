@@ -210,7 +210,7 @@ def make_train(agent: Agent, base_env, spec, cfg: TrainConfig, emulate_devices: 
         return env_state, explore, _merge_unrolls(traj)
 
     kind, _ = agent.layout
-    axis = layouts.DATA_AXIS if kind == "data" else None
+    axis = parallel.DATA_AXIS if kind == "data" else None
 
     def iteration(runner: RunState, _):
         key, key_roll, key_update = jax.random.split(runner.key, 3)

@@ -27,6 +27,9 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 DATA_AXIS = "data"
+"""The env axis of one run split over devices (`TrainConfig.num_devices`, PQL's `data` layout)."""
+ROLE_AXIS = "role"
+"""PQL's `role` layout: actor | V learner | P learner (`jaxrl.engine.layouts`)."""
 SEED_AXIS = "seed"
 MEMBER_AXIS = "member"
 """Name of the members' vmap axis (`member_map`): per-member predicates are reduced over it
@@ -118,20 +121,26 @@ def member_shardings(tree, mesh: Mesh):
     return jax.tree.map(lambda _: NamedSharding(mesh, PartitionSpec(SEED_AXIS)), tree)
 
 
-def data_mesh(num_devices: int) -> Mesh:
-    """A 1-D `data` mesh over the first `num_devices` devices (of all processes).
+def mesh(num: int, axis: str, what: str | None = None) -> Mesh:
+    """The 1-D mesh `axis` over the first `num` devices (of all processes): the one mesh
+    builder of one run's devices (`data_mesh`, `jaxrl.engine.layouts`).
 
     Raises:
         ValueError: fewer devices are visible (on CPU the message names the XLA flag that
-            simulates host devices).
+            simulates host devices); `what` names the setting that asked for them.
     """
     devices = jax.devices()
-    if len(devices) < num_devices:
+    if len(devices) < num:
         raise ValueError(
-            f"num_devices={num_devices} but {len(devices)} device(s) are visible "
-            f"({jax.default_backend()}); on CPU simulate them with "
-            f"XLA_FLAGS=--xla_force_host_platform_device_count={num_devices}.")
-    return Mesh(np.asarray(devices[:num_devices]), (DATA_AXIS,))
+            f"{what or 'this run'} needs {num} devices on its {axis!r} axis; {len(devices)} "
+            f"visible ({jax.default_backend()}); on CPU simulate them with "
+            f"XLA_FLAGS=--xla_force_host_platform_device_count={num}.")
+    return Mesh(np.asarray(devices[:num]), (axis,))
+
+
+def data_mesh(num_devices: int) -> Mesh:
+    """The `data` mesh of `TrainConfig.num_devices` (`mesh`)."""
+    return mesh(num_devices, DATA_AXIS, f"num_devices={num_devices}")
 
 
 # Linear-algebra primitives (`jax.lax.linalg`) that XLA:CPU runs as jaxlib's LAPACK kernels.
