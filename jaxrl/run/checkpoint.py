@@ -325,10 +325,11 @@ def existing_steps(run_dir: str) -> list[int]:
 
 
 def abstract_runner(agent, env, spec: EnvSpec, cfg: loop.TrainConfig, hp: dict | None,
-                    with_jaxpr: bool = False):
+                    with_jaxpr: bool = False, init=None):
     """(the `[S]` initial runner as shape structs, init fn, `[S, 2]` keys, `[S]` hps), traced
-    once (`jax.jit(...).trace`); with `with_jaxpr`, the traced init program is appended."""
-    init, _ = loop.make_train(agent, env, spec, cfg)
+    once (`jax.jit(...).trace`); with `with_jaxpr`, the traced init program is appended.
+    `init`: the run's own (`loop.make_train`), else made here."""
+    init = init or loop.make_train(agent, env, spec, cfg)[0]
     keys = assemble.seed_keys(cfg)
     hps = assemble.stack_hp(hp or agent.default_hp(), cfg.num_seeds)
     traced = jax.jit(parallel.member_map(init)).trace(keys, hps)
@@ -359,10 +360,10 @@ def restore_runner(
 
 
 def restore_target(agent, env, spec: EnvSpec, cfg: loop.TrainConfig, hp: dict | None,
-                   shardings=None):
+                   shardings=None, init=None):
     """(abstract runner placed by `shardings`, `fresh()` giving a new runner) for
-    `restore_into`, from tracing the run's init."""
-    abstract, init, keys, hps = abstract_runner(agent, env, spec, cfg, hp)
+    `restore_into`, from tracing the run's init (`init`, else made here)."""
+    abstract, init, keys, hps = abstract_runner(agent, env, spec, cfg, hp, init=init)
     if shardings is not None:
         abstract = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
                                 abstract, shardings)

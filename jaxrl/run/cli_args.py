@@ -34,7 +34,8 @@ class CommonArgs:
     """JAX's persistent compilation cache (`~/.cache/jaxrl/jax-compilation`, or
     `JAXRL_COMPILE_CACHE`): a second run of the same config skips its compiles; `jaxrl train`
     also stores its compiled programs there (`jaxrl-programs`) and a second run of the same
-    config (any --seed) loads them without building the env or tracing."""
+    program (the run options --seed, --checkpoint-every, --logger, ... may differ) loads them
+    without building the env or tracing."""
     coordinator_address: str | None = None
     """Multi-host runs: HOST:PORT of process 0 (with --num-processes and --process-id). Not
     needed under SLURM (`srun`) or MPI, whose environment JAX reads itself."""

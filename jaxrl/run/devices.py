@@ -14,12 +14,13 @@ from jaxrl.run import checkpoint
 
 
 def placement(agent: Agent, env, spec, cfg: loop.TrainConfig, hp: dict | None = None,
-              note=None):
+              note=None, init=None):
     """(mesh, shardings of the member-stacked run state) of a run (`jaxrl.engine.parallel`):
     data-parallel over `cfg.num_devices` devices; else members over the devices that divide
     their number (agents with a multi-device `layout` keep the members on one device); else
     (None, None). On CPU, a program with batched LAPACK calls (MJX's Cholesky) keeps its
     members on one device (`parallel.cpu_devices_deadlock`), saying so through `note(text)`.
+    `init`: the run's init (`loop.make_train`), else made here.
 
     Raises:
         ValueError: fewer devices than `cfg.num_devices`, or several CPU devices (data
@@ -31,7 +32,8 @@ def placement(agent: Agent, env, spec, cfg: loop.TrainConfig, hp: dict | None = 
             else parallel.seed_mesh(cfg.num_seeds if agent.layout[0] == "single" else 1))
     if mesh is None:
         return None, None
-    abstract, *_, jaxpr = checkpoint.abstract_runner(agent, env, spec, cfg, hp, with_jaxpr=True)
+    abstract, *_, jaxpr = checkpoint.abstract_runner(agent, env, spec, cfg, hp, with_jaxpr=True,
+                                                     init=init)
     hazard = parallel.cpu_devices_deadlock(jaxpr)
     if hazard and (data or jax.process_count() > 1):
         where = f"num_devices={cfg.num_devices}" if data else "members across processes"
@@ -58,16 +60,15 @@ def compile_init(init, keys, hps, shardings):
                    out_shardings=shardings).lower(keys, hps).compile()
 
 
-def compile_chunk(agent: Agent, env, spec, cfg: loop.TrainConfig, runner, mesh, shardings):
-    """The compiled chunk over the members of `runner` placed by `placement`
-    (`parallel.member_map` / `over_members`); metrics come back replicated under data
-    parallelism (every process reads them).
+def compile_chunk(agent: Agent, chunk, cfg: loop.TrainConfig, runner, mesh, shardings):
+    """The compiled `chunk` (the run's, from `loop.make_train`) over the members of `runner`
+    placed by `placement` (`parallel.member_map` / `over_members`); metrics come back
+    replicated under data parallelism (every process reads them).
 
     Raises:
         ValueError: a chunk with batched LAPACK calls on several CPU devices (a placement or an
             agent `layout`; `parallel.cpu_devices_deadlock`), before compiling.
     """
-    _, chunk = loop.make_train(agent, env, spec, cfg)
     if shardings is None:  # one device, or an agent layout that spreads the chunk itself
         fn, devices = jax.jit(parallel.member_map(chunk)), agent.layout[1]
     elif cfg.num_devices > 1:  # data-parallel: XLA partitions the one-run program

@@ -111,12 +111,13 @@ def train(
     def cold(note, env=env):
         if env is None:  # the stored programs failed to load
             env = build(agent_name, env_name, cfg, agent_config)[1]
-        init, _ = loop.make_train(agent, env, spec, cfg)
-        mesh, shardings = placement(agent, env, spec, cfg, hp, note)
+        init, chunk = loop.make_train(agent, env, spec, cfg)  # once per run
+        mesh, shardings = placement(agent, env, spec, cfg, hp, note, init)
         with warm.compiling():
             init_compiled = compile_init(init, keys, hps, shardings)
             runner = init_compiled(keys, hps)
-            compiled, evaluator = _programs(agent, env, spec, cfg, runner, mesh, shardings)
+            compiled, evaluator = _programs(agent, env, spec, cfg, chunk, runner, mesh,
+                                            shardings)
             text = _members_text(cfg, mesh)
             if warm.key is not None:
                 evaluator = warm.store_programs(init_compiled, compiled, evaluator, runner, cfg,
@@ -183,9 +184,10 @@ def resume(run_dir: str, progress: bool = True, programs: str | None = None,
         read = functools.partial(restore.read_runner, agent=agent, abstract=abstract, fresh=fresh,
                                  shardings=shardings)
     else:
-        mesh, shardings = placement(agent, env, spec, cfg, hp, notes.append)
+        init, chunk = loop.make_train(agent, env, spec, cfg)  # once per run
+        mesh, shardings = placement(agent, env, spec, cfg, hp, notes.append, init)
         read = functools.partial(restore.read_built, agent=agent, env=env, spec=spec,
-                                 cfg=cfg, hp=hp, shardings=shardings)
+                                 cfg=cfg, hp=hp, shardings=shardings, init=init)
     step, meta, state = restore.newest_readable(run_dir, read, notes.append)
     records = list(meta["records"])[:step]
     if distributed.is_primary():
@@ -200,10 +202,10 @@ def resume(run_dir: str, progress: bool = True, programs: str | None = None,
             return Program(state, stored[1], stored[2], warm.meta["info"]["members"],
                            "loaded the compiled programs")
         with warm.compiling():
-            compiled, evaluator = _programs(agent, env, spec, cfg, state, mesh, shardings)
+            compiled, evaluator = _programs(agent, env, spec, cfg, chunk, state, mesh,
+                                            shardings)
             text = _members_text(cfg, mesh)
             if warm.key is not None:
-                init, _ = loop.make_train(agent, env, spec, cfg)
                 evaluator = warm.store_programs(compile_init(init, keys, hps, shardings),
                                                 compiled, evaluator, state, cfg, spec, text, note)
         return Program(state, compiled, evaluator, text, "compiled")
@@ -214,9 +216,9 @@ def resume(run_dir: str, progress: bool = True, programs: str | None = None,
                        if stored is not None else "compiling ...")
 
 
-def _programs(agent, env, spec, cfg, runner, mesh, shardings):
-    """(compiled chunk, jitted evaluator or None) of a placed run (`placement`)."""
-    compiled = compile_chunk(agent, env, spec, cfg, runner, mesh, shardings)
+def _programs(agent, env, spec, cfg, chunk, runner, mesh, shardings):
+    """(compiled `chunk`, jitted evaluator or None) of a placed run (`placement`)."""
+    compiled = compile_chunk(agent, chunk, cfg, runner, mesh, shardings)
     evaluator = make_evaluator(agent, env, spec, cfg, mesh=mesh) if cfg.num_eval_envs else None
     return compiled, evaluator
 

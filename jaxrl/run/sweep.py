@@ -169,13 +169,14 @@ def resume_sweep(sweep_dir: str, progress: bool = True, programs: str | None = N
     if stored is not None:  # the structure comes from the stored init: no env, no trace
         agent, env, spec = build_agent(agent_name, scfg, agent_config, warm.meta["spec"]), None, \
             None
-        abstract = stored[0].out_info
+        abstract, made = stored[0].out_info, None
     else:
         agent, env, spec = build(agent_name, env_name, scfg, agent_config)
-        abstract = checkpoint.abstract_runner(agent, env, spec, scfg, None)[0]
+        made = loop.make_train(agent, env, spec, scfg)  # once per sweep
+        abstract = checkpoint.abstract_runner(agent, env, spec, scfg, None, init=made[0])[0]
     state, records = _restore_members(agent, abstract, members, sweep_dir, step)
     return _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress, warm,
-                    records, (state, stored, notes))
+                    records, (state, stored, notes, made))
 
 
 def read_sweep(sweep_dir: str) -> dict:
@@ -231,7 +232,8 @@ def _restore_members(agent, abstract, members, sweep_dir, step):
 def _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress, warm,
              records=None, resumed=None):
     """The run session (`session.run_session`) of the `[S]` program with one run dir per
-    member. `resumed`: (restored state, loaded programs or None, notes) of a resume."""
+    member. `resumed`: (restored state, loaded programs or None, notes, (init, chunk) or None)
+    of a resume."""
     outputs = MemberOutputs(agent, cfg, run, members, sweep_dir, resolved, progress, records)
 
     def prepare(note):
@@ -242,17 +244,19 @@ def _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress,
         note(f"{'loading' if stored else 'compiling'} {n} member{'' if n == 1 else 's'} as one "
              "program ...")
         return _programs(agent, env, spec, cfg, members, resolved, warm, stored,
-                         resumed[0] if resumed else None, note)
+                         resumed[0] if resumed else None, note, resumed[3] if resumed else None)
 
     per_member = cfg.iterations_per_chunk * cfg.env_steps_per_iteration
     return session.run_session(agent, _sweep_cfg(cfg, members), run, prepare, outputs,
                                sweep_dir, "", per_member * len(members))
 
 
-def _programs(agent, env, spec, cfg, members, resolved, warm, stored, restored, note):
+def _programs(agent, env, spec, cfg, members, resolved, warm, stored, restored, note,
+              made=None):
     """The `session.Program` of a sweep (its text: the devices the members are on): from the
     loaded programs `stored` (placed as their init's output), or compiled (and stored when
-    `warm` has a key). `restored`: a resumed sweep's host state; None starts afresh."""
+    `warm` has a key). `restored`: a resumed sweep's host state; None starts afresh. `made`:
+    the sweep's `(init, chunk)` when already made."""
     scfg = _sweep_cfg(cfg, members)
     keys, hps = _init_args(resolved, members)
     if stored is not None:
@@ -261,15 +265,15 @@ def _programs(agent, env, spec, cfg, members, resolved, warm, stored, restored, 
         state = init(keys, hps) if restored is None else jax.device_put(restored, shardings)
         devices = len({d for s in jax.tree.leaves(shardings) for d in s.device_set})
         return Program(state, chunk, evaluator, f"members on {devices} device(s)", "loaded")
-    mesh, shardings = placement(agent, env, spec, scfg, None, note)
+    init_fn, chunk_fn = made or loop.make_train(agent, env, spec, scfg)  # once per sweep
+    mesh, shardings = placement(agent, env, spec, scfg, None, note, init_fn)
     with warm.compiling():
         init = None
         if restored is None or warm.key is not None:
-            init_fn, _ = loop.make_train(agent, env, spec, scfg)
             init = compile_init(init_fn, keys, hps, shardings)
         state = init(keys, hps) if restored is None else (
             restored if shardings is None else jax.device_put(restored, shardings))
-        chunk = compile_chunk(agent, env, spec, scfg, state, mesh, shardings)
+        chunk = compile_chunk(agent, chunk_fn, scfg, state, mesh, shardings)
         evaluator = (make_evaluator(agent, env, spec, scfg, mesh=mesh, member_keys=True)
                      if cfg.num_eval_envs else None)
         if warm.key is not None:
