@@ -32,6 +32,7 @@ import jax.numpy as jnp
 
 from jaxrl.agents.common import onpolicy
 from jaxrl.engine.checks import check_choice
+from jaxrl.engine.contract import AgentBase
 from jaxrl.learning import flow, losses
 
 HP_FIELDS = onpolicy.HP_FIELDS + ("clipping_epsilon",)
@@ -87,7 +88,7 @@ class FPOConfig(onpolicy.OnPolicyConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class FPO(onpolicy.OnPolicyActorCritic):
+class FPO(AgentBase):
     """Flow Policy Optimization (on-policy): a flow-matching policy trained by PPO's clipped
     objective on a ratio of CFM losses."""
 
@@ -95,6 +96,18 @@ class FPO(onpolicy.OnPolicyActorCritic):
     HP_FIELDS: ClassVar = HP_FIELDS
     HP_RANGES: ClassVar = HP_RANGES
     on_policy: ClassVar[bool] = True
+
+    @property
+    def core(self) -> onpolicy.OnPolicyLoop:
+        """The on-policy loop, value net and normalizer, with this agent's policy."""
+        return onpolicy.OnPolicyLoop(self.config, self.spec, self.train, self.init_policy,
+                                     self.policy_objective)
+
+    def init(self, key, hp) -> onpolicy.OnPolicyState:
+        return self.core.init(key, hp)
+
+    def update(self, state: onpolicy.OnPolicyState, traj, key):
+        return self.core.update(state, traj, key)
 
     def validate(self) -> None:
         """Raises ValueError before compiling for non-positive steps or `num_mc`, unknown
@@ -105,6 +118,7 @@ class FPO(onpolicy.OnPolicyActorCritic):
         check_choice("trust_region", c.trust_region, ("clip", "aspo"))
         if not c.sde_sigma >= 0.0:
             raise ValueError(f"sde_sigma must be >= 0, got {c.sde_sigma}.")
+        self.core.validate()
         super().validate()
 
     @property
@@ -153,7 +167,7 @@ class FPO(onpolicy.OnPolicyActorCritic):
         `cfm_eps` `[N, N_mc, A]`, `cfm_t` `[N, N_mc, 1]` and their losses `cfm_old`."""
         c = self.config
         params = state.params["policy"]
-        obs = self.policy_in(self.normalize(state.obs_stats, obs))
+        obs = self.core.policy_in(self.core.normalize(state.obs_stats, obs))
         shape = obs.shape[:-1] + (self.spec.action_size,)
         k_x0, k_noise, k_eps, k_t = jax.random.split(key, 4)
         if deterministic:
@@ -170,7 +184,7 @@ class FPO(onpolicy.OnPolicyActorCritic):
     def policy_objective(self, policy_params, obs, mb, adv, key, hp):
         """`-mean(trust-region objective(ratio, A))` over actions (and pairs), no extra term."""
         c, ex = self.config, mb.extras
-        new = self.cfm_losses(policy_params, self.policy_in(obs), ex["raw_action"],
+        new = self.cfm_losses(policy_params, self.core.policy_in(obs), ex["raw_action"],
                               ex["cfm_eps"], ex["cfm_t"])
         ratio = losses.fpo_ratio(ex["cfm_old"], new, c.per_sample_ratio)
         eps = hp["clipping_epsilon"]

@@ -59,6 +59,7 @@ import jax.numpy as jnp
 
 from jaxrl.agents.common import onpolicy
 from jaxrl.engine.checks import check_choice, check_log_std_bounds
+from jaxrl.engine.contract import AgentBase
 from jaxrl.learning import distributions, flow, losses
 from jaxrl.learning.networks import ACTIVATIONS
 
@@ -176,7 +177,7 @@ class PolicyFlowVelocity(nn.Module):
 
 
 @dataclasses.dataclass(frozen=True)
-class PolicyFlow(onpolicy.OnPolicyActorCritic):
+class PolicyFlow(AgentBase):
     """PolicyFlow (on-policy): flow + Gaussian residual, ratio from velocity differences on the
     straight path, Brownian regularizer, Gaussian entropy bonus."""
 
@@ -184,6 +185,18 @@ class PolicyFlow(onpolicy.OnPolicyActorCritic):
     HP_FIELDS: ClassVar = HP_FIELDS
     HP_RANGES: ClassVar = HP_RANGES
     on_policy: ClassVar[bool] = True
+
+    @property
+    def core(self) -> onpolicy.OnPolicyLoop:
+        """The on-policy loop, value net and normalizer, with this agent's policy."""
+        return onpolicy.OnPolicyLoop(self.config, self.spec, self.train, self.init_policy,
+                                     self.policy_objective)
+
+    def init(self, key, hp) -> onpolicy.OnPolicyState:
+        return self.core.init(key, hp)
+
+    def update(self, state: onpolicy.OnPolicyState, traj, key):
+        return self.core.update(state, traj, key)
 
     def validate(self) -> None:
         """Raises ValueError before compiling for non-positive steps or `time_dim`, unknown
@@ -200,6 +213,7 @@ class PolicyFlow(onpolicy.OnPolicyActorCritic):
                              f"frequencies), got {c.time_dim}.")
         if not (math.isfinite(c.output_init_scale) and c.output_init_scale >= 0.0):
             raise ValueError(f"output_init_scale must be >= 0, got {c.output_init_scale}.")
+        self.core.validate()
         super().validate()
 
     @property
@@ -242,7 +256,7 @@ class PolicyFlow(onpolicy.OnPolicyActorCritic):
         `noise` n, `log_std_old` `[N, A]`, `log_prob` = log N(n; 0, sigma_old^2) `[N]`, the
         training time `flow_t` `[N, 1]` and `v_old` = v(x_t, t) `[N, A]` at rollout."""
         c, params = self.config, state.params["policy"]
-        obs = self.policy_in(self.normalize(state.obs_stats, obs))
+        obs = self.core.policy_in(self.core.normalize(state.obs_stats, obs))
         shape = obs.shape[:-1] + (self.spec.action_size,)
         if deterministic:
             return jnp.tanh(self.sample(params, obs, jnp.zeros(shape))), {}
@@ -263,7 +277,7 @@ class PolicyFlow(onpolicy.OnPolicyActorCritic):
         residual `[..., A]` on the straight path at the stored t, and the clipped log-std."""
         t = extras["flow_t"]
         x_t = flow.interpolate(extras["z"], extras["a_hat"], t)
-        v = self.velocity(policy_params, self.policy_in(obs), x_t, t[..., 0])
+        v = self.velocity(policy_params, self.core.policy_in(obs), x_t, t[..., 0])
         v_old = jax.lax.stop_gradient(extras["v_old"])
         return v - v_old, flow.brownian_residual(v, v_old, x_t, t), self.log_std(policy_params)
 

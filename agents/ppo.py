@@ -22,6 +22,7 @@ from typing import ClassVar
 import jax.numpy as jnp
 
 from jaxrl.agents.common import onpolicy
+from jaxrl.engine.contract import AgentBase
 from jaxrl.learning import distributions, losses
 from jaxrl.learning.networks import MLP
 
@@ -58,13 +59,30 @@ PPOState = onpolicy.OnPolicyState
 
 
 @dataclasses.dataclass(frozen=True)
-class PPO(onpolicy.OnPolicyActorCritic):
+class PPO(AgentBase):
     """Proximal Policy Optimization with a tanh-normal policy (on-policy)."""
 
     config: PPOConfig
     HP_FIELDS: ClassVar = HP_FIELDS
     HP_RANGES: ClassVar = HP_RANGES
     on_policy: ClassVar[bool] = True
+
+    @property
+    def core(self) -> onpolicy.OnPolicyLoop:
+        """The on-policy loop, value net and normalizer, with this agent's policy."""
+        return onpolicy.OnPolicyLoop(self.config, self.spec, self.train, self.init_policy,
+                                     self.policy_objective)
+
+    def validate(self) -> None:
+        """The loop's checks (`OnPolicyLoop.validate`), then `AgentBase`'s."""
+        self.core.validate()
+        super().validate()
+
+    def init(self, key, hp) -> onpolicy.OnPolicyState:
+        return self.core.init(key, hp)
+
+    def update(self, state: onpolicy.OnPolicyState, traj, key):
+        return self.core.update(state, traj, key)
 
     @property
     def policy_net(self):
@@ -76,13 +94,13 @@ class PPO(onpolicy.OnPolicyActorCritic):
 
     def policy(self, policy_params, obs) -> distributions.TanhGaussian:
         """The tanh-Gaussian policy for normalized observations `obs`."""
-        raw = self.policy_net.apply(policy_params, self.policy_in(obs))
+        raw = self.policy_net.apply(policy_params, self.core.policy_in(obs))
         loc, scale = distributions.params(raw, self.config.min_std)
         return distributions.TanhGaussian(loc=loc, scale=scale)
 
     def act(self, state: PPOState, obs, key, deterministic: bool = False):
         """Action in [-1, 1] `[N, A]`; extras `raw_action` (pre-tanh u) and `log_prob`."""
-        policy = self.policy(state.params["policy"], self.normalize(state.obs_stats, obs))
+        policy = self.policy(state.params["policy"], self.core.normalize(state.obs_stats, obs))
         if deterministic:
             return policy.mode(), {}
         u = policy.sample_raw(key)

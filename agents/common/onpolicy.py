@@ -6,22 +6,25 @@ observation normalization before SGD, reward scaling inside the loss, the `0.5 *
 weight and minibatches of whole sub-trajectories; RSL-RL's adaptive learning rate
 (`desired_kl`).
 
-`OnPolicyActorCritic.update` takes `Transition[T, B]`, updates the observation normalizer
-(before SGD by default), then runs `num_epochs` passes over `num_minibatches` minibatches of whole
-length-T sub-trajectories; per minibatch it computes values, GAE (per minibatch, as Brax) and
-normalized advantages, and asks the subclass for its policy objective (`policy_objective`).
-A subclass supplies the policy: `init_policy`, `act` and `policy_objective`.
+`OnPolicyLoop` is a helper an agent holds (composition, not a base class): the agent gives it
+its policy (`init_policy(key, policy_obs) -> params` and `policy_objective(policy_params, obs,
+mb, adv, key, hp) -> (policy loss, extra loss, metrics)`), and it owns the value net, the
+normalizer and the SGD loop. `update` takes `Transition[T, B]`, updates the observation
+normalizer (before SGD by default), then runs `num_epochs` passes over `num_minibatches`
+minibatches of whole length-T sub-trajectories; per minibatch it computes values, GAE (per
+minibatch, as Brax) and normalized advantages, and adds the agent's policy objective.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.engine.contract import AgentBase
 from jaxrl.engine.types import EnvSpec, Transition
 from jaxrl.learning import losses, optim, running_stats
 from jaxrl.learning.networks import ACTIVATIONS, MLP, flatten_obs
@@ -85,14 +88,26 @@ class OnPolicyState:
 
 
 @dataclasses.dataclass(frozen=True)
-class OnPolicyActorCritic(AgentBase):
-    """Abstract on-policy actor-critic: subclasses define `init_policy`, `act` and
-    `policy_objective`; this class owns the value net, the normalizer and the SGD loop."""
+class OnPolicyLoop:
+    """The on-policy loop, value net and normalizer of an agent (see the module docstring).
+
+    Attributes:
+        config, spec, train: the agent's.
+        init_policy: `(key, policy_obs [1, O]) -> policy params`.
+        policy_objective: `(policy_params, obs [T, M, ...] normalized, mb: Transition[T, M],
+            adv [T, M] normalized, key, hp) -> (policy loss, extra loss, metrics)`; the total
+            loss is `policy + value + extra`.
+    """
 
     config: OnPolicyConfig
+    spec: EnvSpec
+    train: Any
+    init_policy: Callable
+    policy_objective: Callable
 
     def validate(self) -> None:
-        """Raises ValueError before compiling when the batch layout does not divide."""
+        """Raises ValueError before compiling for bad settings or a batch layout that does
+        not divide."""
         c = self.config
         if c.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}; got "
@@ -101,23 +116,12 @@ class OnPolicyActorCritic(AgentBase):
             raise ValueError(f"gae_mode must be 'bootstrap' or 'brax', got {c.gae_mode!r}.")
         if c.num_minibatches <= 0 or c.num_epochs <= 0:
             raise ValueError("num_minibatches and num_epochs must be positive.")
-        super().validate()
         batch = self.train.num_envs * self.train.unrolls_per_update
         if batch % c.num_minibatches:
             raise ValueError(
                 f"num_envs * unrolls_per_update = {batch} trajectories per update is not "
                 f"divisible by num_minibatches = {c.num_minibatches}: change num_envs, "
                 "unrolls_per_update or num_minibatches.")
-
-    # ----- subclass API ------------------------------------------------------------------
-    def init_policy(self, key, policy_obs):
-        """Policy parameters for a `[1, O]` flat observation (subclasses)."""
-        raise NotImplementedError
-
-    def policy_objective(self, policy_params, obs, mb: Transition, adv, key, hp):
-        """`(policy loss, extra loss, metrics)` on normalized `obs` `[T, M, ...]` with
-        normalized advantages `adv` `[T, M]`; the total loss is `policy + value + extra`."""
-        raise NotImplementedError
 
     # ----- networks and state ------------------------------------------------------------
     @property
@@ -157,7 +161,7 @@ class OnPolicyActorCritic(AgentBase):
         if c.normalize_observations and not c.normalize_after_sgd:
             obs_stats = running_stats.update(obs_stats, traj.obs)
         opt = optim.make_optimizer(c.max_grad_norm)
-        loss_grad = jax.value_and_grad(self._loss, has_aux=True)
+        loss_grad = jax.value_and_grad(self.loss, has_aux=True)
 
         def sgd_step(carry, xs):
             params, opt_state, lr = carry
@@ -206,9 +210,9 @@ class OnPolicyActorCritic(AgentBase):
         return gae(rewards, sg(values), sg(next_values), mb.terminated, mb.truncated,
                    hp["gamma"], hp["gae_lambda"])
 
-    def _loss(self, params, obs_stats, mb: Transition, key, hp):
-        """Policy objective + value MSE (+ the subclass's extra terms) on a minibatch
-        `[T, M]`."""
+    def loss(self, params, obs_stats, mb: Transition, key, hp):
+        """Policy objective + value MSE (+ the agent's extra terms) on a minibatch `[T, M]`:
+        `(total loss, metrics)`."""
         obs = self.normalize(obs_stats, mb.obs)
         next_obs = self.normalize(obs_stats, mb.next_obs)
         values = self.value_net.apply(params["value"], self.value_in(obs))[..., 0]

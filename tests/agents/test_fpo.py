@@ -38,10 +38,10 @@ def test_ratio_is_exactly_one_with_the_behaviour_parameters(over):
     assert traj.extras["cfm_t"].shape == (8, TRAIN.num_envs, 3, 1)
     assert traj.extras["cfm_old"].shape == (8, TRAIN.num_envs, 3)
     np.testing.assert_allclose(jnp.tanh(traj.extras["raw_action"]), traj.action, atol=1e-6)
-    _, metrics = agent._loss(state.params, state.obs_stats, traj, jax.random.PRNGKey(0),
+    _, metrics = agent.core.loss(state.params, state.obs_stats, traj, jax.random.PRNGKey(0),
                              state.hp)
     # The same losses, recomputed in another compiled program: equal up to float rounding.
-    new = agent.cfm_losses(state.params["policy"], agent.normalize(state.obs_stats, traj.obs),
+    new = agent.cfm_losses(state.params["policy"], agent.core.normalize(state.obs_stats, traj.obs),
                            traj.extras["raw_action"], traj.extras["cfm_eps"],
                            traj.extras["cfm_t"])
     np.testing.assert_allclose(new, traj.extras["cfm_old"], rtol=1e-6, atol=1e-7)
@@ -50,7 +50,7 @@ def test_ratio_is_exactly_one_with_the_behaviour_parameters(over):
     assert float(metrics["train/clip_fraction"]) == 0.0
     # other policy parameters move the ratio off 1
     params = dict(state.params, policy=jax.tree.map(lambda p: p + 0.05, state.params["policy"]))
-    _, metrics = agent._loss(params, state.obs_stats, traj, jax.random.PRNGKey(0), state.hp)
+    _, metrics = agent.core.loss(params, state.obs_stats, traj, jax.random.PRNGKey(0), state.hp)
     assert float(metrics["train/approx_kl"]) > 1e-6
 
 
@@ -68,7 +68,7 @@ def test_deterministic_mode_integrates_from_zero_noise():
     a2, _ = agent.act(state, obs, jax.random.PRNGKey(4), True)
     assert ex == {}
     np.testing.assert_array_equal(a1, a2)
-    normalized = agent.normalize(state.obs_stats, obs)
+    normalized = agent.core.normalize(state.obs_stats, obs)
     x = agent.sample(state.params["policy"], normalized, None, jnp.zeros_like(a1), None)
     np.testing.assert_allclose(a1, jnp.tanh(x), atol=1e-7)
     sampled, _ = agent.act(state, obs, jax.random.PRNGKey(3), False)

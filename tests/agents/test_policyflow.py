@@ -83,16 +83,16 @@ def test_ratio_is_one_for_identical_parameters():
     agent, env, spec = _build()
     state, traj = _rollout(agent, env, spec)
     params = state.params["policy"]
-    obs = agent.normalize(state.obs_stats, traj.obs)
+    obs = agent.core.normalize(state.obs_stats, traj.obs)
     ex = dict(traj.extras)
     t = ex["flow_t"]
-    ex["v_old"] = agent.velocity(params, agent.policy_in(obs),
+    ex["v_old"] = agent.velocity(params, agent.core.policy_in(obs),
                                  flow.interpolate(ex["z"], ex["a_hat"], t), t[..., 0])
     dv, _, log_std = agent.flow_terms(params, obs, ex)
     assert np.all(np.asarray(dv) == 0.0)
     log_rho = diag_gaussian_log_prob(ex["noise"], dv, log_std) - ex["log_prob"]
     assert np.all(np.asarray(log_rho) == 0.0)
-    _, metrics = agent._loss(state.params, state.obs_stats, traj, jax.random.PRNGKey(0),
+    _, metrics = agent.core.loss(state.params, state.obs_stats, traj, jax.random.PRNGKey(0),
                              state.hp)
     assert abs(float(metrics["train/ratio_kl"])) < 1e-6
     assert abs(float(metrics["train/approx_kl"])) < 1e-6
@@ -196,7 +196,7 @@ def test_deterministic_act_is_deterministic():
     a1, ex = agent.act(state, obs, jax.random.PRNGKey(1), True)
     a2, _ = agent.act(state, obs, jax.random.PRNGKey(2), True)
     assert ex == {} and np.array_equal(np.asarray(a1), np.asarray(a2))
-    norm = agent.policy_in(agent.normalize(state.obs_stats, obs))
+    norm = agent.core.policy_in(agent.core.normalize(state.obs_stats, obs))
     want = jnp.tanh(agent.sample(state.params["policy"], norm, jnp.zeros_like(a1)))
     np.testing.assert_allclose(np.asarray(a1), np.asarray(want), atol=1e-6)
     s1, _ = agent.act(state, obs, jax.random.PRNGKey(1), False)

@@ -34,10 +34,10 @@ def test_first_minibatch_ratio_is_one_with_normalize_after_sgd():
     from jaxrl.learning import running_stats
 
     state = state.replace(obs_stats=running_stats.update(state.obs_stats, traj.obs))
-    policy = agent.policy(state.params["policy"], agent.normalize(state.obs_stats, traj.obs))
+    policy = agent.policy(state.params["policy"], agent.core.normalize(state.obs_stats, traj.obs))
     old = policy.log_prob_raw(traj.extras["raw_action"])
     traj = traj.replace(extras=dict(traj.extras, log_prob=old))
-    _, metrics = agent._loss(state.params, state.obs_stats, traj, jax.random.PRNGKey(0),
+    _, metrics = agent.core.loss(state.params, state.obs_stats, traj, jax.random.PRNGKey(0),
                              state.hp)
     assert abs(float(metrics["train/approx_kl"])) < 1e-6
     assert float(metrics["train/clip_fraction"]) == 0.0
@@ -48,7 +48,7 @@ def test_degenerate_minibatch_stays_finite():
     tiny = jax.tree.map(lambda x: x[:, :1], traj)  # one trajectory
     const = tiny.replace(reward=jnp.full_like(tiny.reward, 2.0))
     for mb in (tiny, const):
-        loss, m = agent._loss(r.agent_state.params, r.agent_state.obs_stats, mb,
+        loss, m = agent.core.loss(r.agent_state.params, r.agent_state.obs_stats, mb,
                               jax.random.PRNGKey(0), r.agent_state.hp)
         assert np.isfinite(float(loss))
 
