@@ -38,7 +38,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxrl.agents.common.contrastive import CRITIC_KEYS, ContrastiveActorCritic, ContrastiveConfig
-from jaxrl.agents.common.offpolicy import OffPolicyAgent
+from jaxrl.agents.common.offpolicy import OffPolicyLoop
 from jaxrl.learning import losses, optim, replay
 
 HP_FIELDS = ("learning_rate", "critic_learning_rate", "alpha_learning_rate", "gamma")
@@ -85,13 +85,19 @@ class CRLState:
 
 
 @dataclasses.dataclass(frozen=True)
-class CRL(ContrastiveActorCritic, OffPolicyAgent):
+class CRL(ContrastiveActorCritic):
     """Contrastive RL (off-policy, goal-conditioned, reward-free)."""
 
     config: CRLConfig
     HP_FIELDS: ClassVar = HP_FIELDS
     HP_RANGES: ClassVar = HP_RANGES
-    REPLAY_EXTRAS: ClassVar[tuple[str, ...]] = ("traj_id",)
+    on_policy: ClassVar[bool] = False
+    has_replay: ClassVar[bool] = True
+
+    @property
+    def replay(self) -> OffPolicyLoop:
+        """The replay schedule; the buffer keeps each transition's `traj_id` (relabeling)."""
+        return OffPolicyLoop(self.config, self.spec, self.train, ("traj_id",))
 
     @property
     def horizon(self) -> int:
@@ -100,6 +106,7 @@ class CRL(ContrastiveActorCritic, OffPolicyAgent):
     def validate(self) -> None:
         """Raises ValueError (before compiling) for a non-goal env or inconsistent sizes."""
         super().validate()
+        self.replay.validate()
         c = self.config
         if not math.isfinite(c.target_entropy_scale):
             raise ValueError(f"target_entropy_scale must be finite, got {c.target_entropy_scale}.")
@@ -115,7 +122,7 @@ class CRL(ContrastiveActorCritic, OffPolicyAgent):
                        "critic": opt.init({k: params[k] for k in CRITIC_KEYS}),
                        "alpha": opt.init(jnp.zeros(()))},
             log_alpha=jnp.zeros(()),
-            buffer=self.empty_replay(),
+            buffer=self.replay.empty_replay(),
             hp={k: jnp.asarray(v, jnp.float32) for k, v in hp.items()},
             num_updates=jnp.zeros((), jnp.int32))
 
@@ -127,9 +134,14 @@ class CRL(ContrastiveActorCritic, OffPolicyAgent):
             return policy.mode(), {}
         return jnp.tanh(policy.sample_raw(key)), {}
 
+    def update(self, state: CRLState, traj, key):
+        """The UTD loop (`OffPolicyLoop.update`) over this agent's gradient steps."""
+        return self.replay.update(state, traj, key, step_inputs=self.step_inputs,
+                                  gradient_step=self.gradient_step)
+
     def step_inputs(self, state: CRLState, key):
         """One key per gradient step (each step samples and relabels its own batch)."""
-        return jax.random.split(key, self.updates_per_call)
+        return jax.random.split(key, self.replay.updates_per_call)
 
     def gradient_step(self, state: CRLState, key):
         """Relabel a batch; actor and temperature step, then critic step (JaxGCRL order)."""

@@ -153,7 +153,7 @@ class FlowSAC(SoftActorCritic):
         if deterministic:
             return dist.mode(), {}
         action, _ = dist.sample_and_log_prob(key)
-        return self.random_warmup(state, key, action), {}
+        return self.replay.random_warmup(state, key, action), {}
 
     def explore(self, state, obs, key, carry, done):
         """Behaviour action from a fresh noise path, every noise times the env's scale."""
@@ -165,7 +165,7 @@ class FlowSAC(SoftActorCritic):
         dist, _ = self.policy(state.params["actor"],
                               self.prepare_obs(state, obs, c.policy_obs_key))
         action = dist.from_noise(dist.path_noise(k_eps), scale[:, None])
-        return self.random_warmup(state, k_eps, action), {}, dict(carry, scale=scale)
+        return self.replay.random_warmup(state, k_eps, action), {}, dict(carry, scale=scale)
 
     def _actor_step(self, state, batch, key, lr):
         """The core's actor + temperature step with the actor's own learning rate (scaled by

@@ -47,9 +47,10 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl.agents.common.offpolicy import OffPolicyAgent, gated, zeros_obs, zeros_of
+from jaxrl.agents.common.offpolicy import OffPolicyLoop, ema, gated, zeros_obs, zeros_of
 from jaxrl.agents.common.pql_config import HP_FIELDS, HP_RANGES, PQLConfig
 from jaxrl.engine.checks import check_choice, check_finite, check_positive
+from jaxrl.engine.contract import AgentBase
 from jaxrl.engine.parallel import DATA_AXIS
 from jaxrl.learning import exploration, losses, optim, replay
 from jaxrl.learning import running_stats as stats
@@ -75,13 +76,20 @@ class PQLState:
 
 
 @dataclasses.dataclass(frozen=True)
-class PQL(OffPolicyAgent):
+class PQL(AgentBase):
     """Parallel Q-Learning (off-policy, deterministic actor, twin critics)."""
 
     config: PQLConfig
     HP_FIELDS: ClassVar = HP_FIELDS
     HP_RANGES: ClassVar = HP_RANGES
+    on_policy: ClassVar[bool] = False
     explores: ClassVar[bool] = True
+    has_replay: ClassVar[bool] = True
+
+    @property
+    def replay(self) -> OffPolicyLoop:
+        """The replay buffer's sizes, warm-up and schedule checks."""
+        return OffPolicyLoop(self.config, self.spec, self.train)
 
     # ----- checks --------------------------------------------------------------------------
     def validate(self) -> None:
@@ -107,13 +115,15 @@ class PQL(OffPolicyAgent):
             raise ValueError(f"PQL-D needs num_atoms >= 2, got {c.num_atoms}.")
         if c.critic_type == "categorical" and not c.v_min < c.v_max:
             raise ValueError(f"PQL-D needs v_min < v_max, got v_min={c.v_min}, v_max={c.v_max}.")
-        if self.updates_per_call % c.critic_updates_per_actor_update:
+        steps = self.replay.updates_per_call
+        if steps % c.critic_updates_per_actor_update:
             raise ValueError(
-                f"critic steps per update ({self.updates_per_call} = critic_updates_per_step x "
+                f"critic steps per update ({steps} = critic_updates_per_step x "
                 f"unroll_length x unrolls_per_update) must be a multiple of "
                 f"critic_updates_per_actor_update ({c.critic_updates_per_actor_update}).")
         self._validate_layout()
         super().validate()
+        self.replay.validate()
 
     def _validate_layout(self) -> None:
         c, n = self.config, self.config.num_devices
@@ -202,7 +212,7 @@ class PQL(OffPolicyAgent):
         return PQLState(
             params={"actor": actor, "critic": critic}, target_critic=critic,
             opt_state={"actor": opt.init(actor["params"]), "critic": opt.init(critic["params"])},
-            buffer=self.empty_replay(), obs_stats=stats.init(zeros_obs(spec, ())),
+            buffer=self.replay.empty_replay(), obs_stats=stats.init(zeros_obs(spec, ())),
             hp={k: jnp.asarray(v, jnp.float32) for k, v in hp.items()},
             critic_updates=zero, actor_updates=zero, target_updates=zero)
 
@@ -245,7 +255,7 @@ class PQL(OffPolicyAgent):
 
     # ----- the update ----------------------------------------------------------------------
     def observe(self, state, traj):
-        state = super().observe(state, traj)
+        state = self.replay.observe(state, traj)
         if not self.config.normalize_observations:
             return state
         return state.replace(obs_stats=stats.update(state.obs_stats, traj.obs,
@@ -299,7 +309,7 @@ class PQL(OffPolicyAgent):
             s, m_actor = self._actor_step(s, k_actor, s)
             return s, (m_critic, m_actor)
 
-        keys = jax.random.split(key, self.updates_per_call // r)
+        keys = jax.random.split(key, self.replay.updates_per_call // r)
         state, (m_critic, m_actor) = jax.lax.scan(round_, state, keys)
         return state, jax.tree.map(jnp.mean, dict(m_critic, **m_actor))
 
@@ -314,14 +324,14 @@ class PQL(OffPolicyAgent):
         Returns (the critic part of the state, metrics); unchanged before `learning_starts`."""
         def run(s, k):
             s, m = jax.lax.scan(lambda s_, k_: self._critic_step(s_, k_, state), s,
-                                jax.random.split(k, self.updates_per_call))
+                                jax.random.split(k, self.replay.updates_per_call))
             return _critic_part(s), jax.tree.map(jnp.mean, m)
 
         return gated(self.learning(state), run, state, key, _critic_part(state))
 
     def actor_block(self, state, key):
         """P role: `G / r` actor steps from `state` against `state`'s critic (frozen)."""
-        steps = self.updates_per_call // self.config.critic_updates_per_actor_update
+        steps = self.replay.updates_per_call // self.config.critic_updates_per_actor_update
 
         def run(s, k):
             s, m = jax.lax.scan(lambda s_, k_: self._actor_step(s_, k_, state), s,
@@ -366,7 +376,7 @@ class PQL(OffPolicyAgent):
         params, opt = optim.apply(self._optimizer(), state.opt_state["critic"],
                                   critic["params"], grads, state.hp["critic_learning_rate"])
         critic = dict(critic, params=params)
-        target = self.ema(state.target_critic, critic, state.hp["tau"])
+        target = ema(state.target_critic, critic, state.hp["tau"])
         return state.replace(params=dict(state.params, critic=critic), target_critic=target,
                              opt_state=dict(state.opt_state, critic=opt),
                              critic_updates=state.critic_updates + 1,

@@ -1,45 +1,50 @@
-"""The off-policy agent base: replay in the state, warm-up gating, the UTD loop, target EMA.
+"""Off-policy plumbing an agent holds (composition): replay in the state, warm-up, UTD loop.
 
-Every off-policy agent (the SAC family, CRL) keeps a device-resident replay buffer inside its
-state, so one `jit(vmap(...))` program holds one buffer per seed. `OffPolicyAgent.update`:
+Every off-policy agent (the SAC family, CRL, PQL) keeps a device-resident replay buffer inside
+its state, in a field named `buffer` (`AgentBase` reads and replaces it there for agents that
+declare `has_replay`), so one `jit(vmap(...))` program holds one buffer per seed. The agent
+holds an `OffPolicyLoop` (its config, spec and train config) and calls its `update`:
 
-1. `observe(state, traj)` writes the chunk `Transition[T, N]` to the buffer (subclasses also
-   update running statistics there);
+1. `observe(state, traj)` writes the chunk `Transition[T, N]` to the buffer (agents pass their
+   own when they also update running statistics there);
 2. once the buffer holds `learning_starts` transitions (`lax.cond`; the skipped branch returns
-   zero metrics of the same structure), `train_steps` runs `updates_per_call = utd_ratio * T`
-   gradient steps as one `lax.scan` over `step_inputs` (pre-sampled batches and/or keys) with
-   `gradient_step`, and `reduce_step_metrics` averages their metrics;
+   zero metrics of the same structure), `updates_per_call = utd_ratio * T` gradient steps run
+   as one `lax.scan` of the agent's `gradient_step` over its `step_inputs` (pre-sampled
+   batches and/or keys), and `reduce_step_metrics` averages their metrics;
 3. `buffer/transitions` reports how many transitions the buffer holds.
 
 `utd_ratio` counts gradient steps per vectorized env step, as FastTD3's `num_updates`
 (Seo et al., arXiv 2505.22642, `younggyoseo/FastTD3` `fast_td3/train.py`).
 
-The config of a subclass must have `utd_ratio`, `batch_size`, `buffer_size`, `learning_starts`.
+The agent's config must have `utd_ratio`, `batch_size`, `buffer_size`, `learning_starts`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import PartitionSpec
 
-from jaxrl.engine.contract import AgentBase
-from jaxrl.engine.types import Metrics, Transition
+from jaxrl.engine.types import EnvSpec, Metrics, Transition
 from jaxrl.learning import optim, replay
 
 
 @dataclasses.dataclass(frozen=True)
-class OffPolicyAgent(AgentBase):
-    """Shared off-policy plumbing; subclasses implement `init`, `act`, `step_inputs` and
-    `gradient_step` (and keep the buffer in a state field named `buffer`)."""
+class OffPolicyLoop:
+    """The replay schedule of an agent (see the module docstring).
 
-    on_policy: ClassVar[bool] = False
-    has_replay: ClassVar[bool] = True
-    REPLAY_EXTRAS: ClassVar[tuple[str, ...]] = ()
-    """Keys of `Transition.extras` stored in the buffer (CRL: `traj_id`)."""
+    Attributes:
+        config, spec, train: the agent's.
+        replay_extras: keys of `Transition.extras` stored in the buffer (CRL: `traj_id`).
+    """
+
+    config: Any
+    spec: EnvSpec
+    train: Any
+    replay_extras: tuple[str, ...] = ()
 
     # ----- sizes and checks --------------------------------------------------------------
     @property
@@ -53,8 +58,7 @@ class OffPolicyAgent(AgentBase):
         return replay.capacity_per_env(self.config.buffer_size, self.train.num_envs)
 
     def validate(self) -> None:
-        """AgentBase checks, then the replay schedule (`replay.check_schedule`)."""
-        super().validate()
+        """Raises ValueError for a replay schedule that cannot work (`replay.check_schedule`)."""
         c = self.config
         if not c.utd_ratio > 0:
             raise ValueError(f"utd_ratio must be > 0, got {c.utd_ratio}.")
@@ -62,26 +66,13 @@ class OffPolicyAgent(AgentBase):
                               buffer_size=c.buffer_size, learning_starts=c.learning_starts,
                               train=self.train)
 
-    # ----- replay declarations of the contract ---------------------------------------------
-    def replay_of(self, state: Any) -> replay.ReplayState:
-        return state.buffer
-
-    def with_replay(self, state: Any, buffer: Any) -> Any:
-        return state.replace(buffer=buffer)
-
-    def data_specs(self, state: Any, axis: str) -> Any:
-        """Replay data `[C, N, ...]` sharded on its env axis, everything else replicated."""
-        specs = jax.tree.map(lambda _: PartitionSpec(), state)
-        buffer = self.replay_of(specs)
-        data = jax.tree.map(lambda _: PartitionSpec(None, axis), self.replay_of(state).data)
-        return self.with_replay(specs, buffer.replace(data=data))
-
+    # ----- the buffer --------------------------------------------------------------------
     def replay_record(self, traj: Transition) -> Transition:
-        """The part of a rollout the buffer stores: the Transition fields and `REPLAY_EXTRAS`."""
+        """The part of a rollout the buffer stores: the Transition fields and `replay_extras`."""
         return Transition(obs=traj.obs, action=traj.action, reward=traj.reward,
                           terminated=traj.terminated, truncated=traj.truncated,
                           next_obs=traj.next_obs,
-                          extras={k: traj.extras[k] for k in self.REPLAY_EXTRAS})
+                          extras={k: traj.extras[k] for k in self.replay_extras})
 
     def empty_replay(self, obs_dtype=jnp.float32) -> replay.ReplayState:
         """An empty buffer for this env and `num_envs` (`capacity_per_env` rows per env)."""
@@ -95,12 +86,12 @@ class OffPolicyAgent(AgentBase):
         example = Transition(obs=obs, action=jax.ShapeDtypeStruct((n, spec.action_size),
                                                                   jnp.float32),
                              reward=flag, terminated=flag, truncated=flag, next_obs=obs,
-                             extras={k: extras[k] for k in self.REPLAY_EXTRAS})
-        return replay.init(example, self.capacity_per_env, obs_dtype, extras=self.REPLAY_EXTRAS)
+                             extras={k: extras[k] for k in self.replay_extras})
+        return replay.init(example, self.capacity_per_env, obs_dtype, extras=self.replay_extras)
 
     def learning(self, state: Any) -> jax.Array:
         """bool `[]`: the buffer holds `learning_starts` transitions (gradient steps run)."""
-        return replay.num_transitions(self.replay_of(state)) >= self.config.learning_starts
+        return replay.num_transitions(state.buffer) >= self.config.learning_starts
 
     def random_warmup(self, state: Any, key: jax.Array, action: jax.Array) -> jax.Array:
         """Uniform actions in [-1, 1] until `learning`, else `action` clipped to [-1, 1]
@@ -109,41 +100,38 @@ class OffPolicyAgent(AgentBase):
                                   maxval=1.0)
         return jnp.where(self.learning(state), jnp.clip(action, -1.0, 1.0), rand)
 
-    @staticmethod
-    def ema(target: Any, online: Any, tau: jax.Array) -> Any:
-        """Target-network EMA `target <- (1 - tau) target + tau online`."""
-        return optim.soft_update(target, online, tau)
+    def observe(self, state: Any, traj: Transition) -> Any:
+        """Writes the chunk to the replay buffer."""
+        return state.replace(buffer=replay.add(state.buffer, self.replay_record(traj)))
 
     # ----- the update --------------------------------------------------------------------
-    def observe(self, state: Any, traj: Transition) -> Any:
-        """Writes the chunk to the replay buffer (subclasses add running statistics)."""
-        return self.with_replay(state, replay.add(self.replay_of(state),
-                                                  self.replay_record(traj)))
+    def update(self, state: Any, traj: Transition, key: jax.Array, *, step_inputs: Callable,
+               gradient_step: Callable, observe: Callable | None = None,
+               reduce_step_metrics: Callable | None = None) -> tuple[Any, Metrics]:
+        """`observe`, then the UTD loop once learning started (see the module docstring).
 
-    def update(self, state: Any, traj: Transition, key: jax.Array) -> tuple[Any, Metrics]:
-        """`observe`, then `train_steps` once learning started (see the module docstring)."""
-        state = self.observe(state, traj)
-        state, metrics = gated(self.learning(state), self.train_steps, state, key, state)
-        count = replay.num_transitions(self.replay_of(state))
+        Args:
+            step_inputs: `(state, key) -> inputs` with leading axis `updates_per_call`.
+            gradient_step: `(state, inputs) -> (state, per-step metrics)`, the scan body.
+            observe: `(state, traj) -> state` (default `OffPolicyLoop.observe`).
+            reduce_step_metrics: per-step metrics `[G]` -> scalars (default: the mean).
+        """
+        reduce = reduce_step_metrics or (lambda m: jax.tree.map(jnp.mean, m))
+
+        def train_steps(state, key):
+            state, metrics = jax.lax.scan(gradient_step, state, step_inputs(state, key))
+            return state, reduce(metrics)
+
+        state = (observe or self.observe)(state, traj)
+        state, metrics = gated(self.learning(state), train_steps, state, key, state)
+        count = replay.num_transitions(state.buffer)
         metrics["buffer/transitions"] = count.astype(jnp.float32)
         return state, metrics
 
-    def train_steps(self, state: Any, key: jax.Array) -> tuple[Any, Metrics]:
-        """The UTD loop: `lax.scan` of `gradient_step` over `step_inputs(state, key)`."""
-        state, metrics = jax.lax.scan(self.gradient_step, state, self.step_inputs(state, key))
-        return state, self.reduce_step_metrics(metrics)
 
-    def step_inputs(self, state: Any, key: jax.Array) -> Any:
-        """Per-step scan inputs with leading axis `updates_per_call` (batches and/or keys)."""
-        raise NotImplementedError
-
-    def gradient_step(self, state: Any, inputs: Any) -> tuple[Any, Any]:
-        """One gradient step: `(state, inputs) -> (state, per-step metrics)`."""
-        raise NotImplementedError
-
-    def reduce_step_metrics(self, metrics: Any) -> Metrics:
-        """Per-step metrics `[G]` -> scalars (mean over the steps)."""
-        return jax.tree.map(jnp.mean, metrics)
+def ema(target: Any, online: Any, tau: jax.Array) -> Any:
+    """Target-network EMA `target <- (1 - tau) target + tau online`."""
+    return optim.soft_update(target, online, tau)
 
 
 def zeros_obs(spec, lead: tuple[int, ...]) -> Any:

@@ -8,7 +8,7 @@ for many parallel envs with several updates per env step; FlashSAC's normalized 
 cross-batch BatchNorm (arXiv 2604.04539, `leeyngdo/FlashSAC`
 `flash_rl/agents/flashSAC/update.py`).
 
-Schedule (`OffPolicyAgent`): each `update` adds the chunk to the replay buffer (observation and
+Schedule (`OffPolicyLoop`): each `update` adds the chunk to the replay buffer (observation and
 reward statistics in write order) and, once the buffer holds `learning_starts` transitions,
 takes `G = utd_ratio * T` gradient steps on one sample of `G * B` transitions reshaped to
 `[G, B]`. Each step: critic (then target EMA with `tau`), and every `policy_delay` steps actor
@@ -32,9 +32,10 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl.agents.common.offpolicy import OffPolicyAgent, zeros_obs
+from jaxrl.agents.common.offpolicy import OffPolicyLoop, ema, zeros_obs
 from jaxrl.agents.common.sac_config import HP_FIELDS, HP_RANGES, TARGET_ENTROPY, SACCoreConfig
 from jaxrl.engine.checks import check_choice, check_log_std_bounds, check_positive
+from jaxrl.engine.contract import AgentBase
 from jaxrl.learning import distributions, exploration, losses, optim, replay, reward_scaling
 from jaxrl.learning import running_stats as stats
 from jaxrl.learning.networks import (
@@ -63,13 +64,16 @@ class SACState:
 
 
 @dataclasses.dataclass(frozen=True)
-class SoftActorCritic(OffPolicyAgent):
-    """The SAC-family core (abstract: subclasses define `critic_loss` and the critic head)."""
+class SoftActorCritic(AgentBase):
+    """The SAC-family core (abstract: subclasses define `critic_loss` and the critic head);
+    its replay schedule is an `OffPolicyLoop` it holds (`replay`)."""
 
     config: SACCoreConfig
     HP_FIELDS: ClassVar = HP_FIELDS
     HP_RANGES: ClassVar = HP_RANGES
+    on_policy: ClassVar[bool] = False
     explores: ClassVar[bool] = True
+    has_replay: ClassVar[bool] = True
     state_cls: ClassVar[type] = SACState
     critic_kind: ClassVar[str] = "scalar"
     """Critic output head (`networks.QHead.kind`)."""
@@ -92,6 +96,12 @@ class SoftActorCritic(OffPolicyAgent):
         if low_high is not None and not 0 < low_high[0] <= low_high[1]:
             raise ValueError(f"noise_scale_range must be 0 < low <= high, got {low_high}.")
         super().validate()
+        self.replay.validate()
+
+    @property
+    def replay(self) -> OffPolicyLoop:
+        """The replay buffer's sizes, warm-up, schedule and UTD loop."""
+        return OffPolicyLoop(self.config, self.spec, self.train)
 
     # ----- networks and policy -----------------------------------------------------------
     @property
@@ -176,7 +186,7 @@ class SoftActorCritic(OffPolicyAgent):
                        "critic": opt["critic"].init(critic["params"]),
                        "alpha": opt["alpha"].init(jnp.zeros(()))},
             log_alpha=jnp.log(hp["init_alpha"]),
-            buffer=self.empty_replay(jnp.bfloat16 if c.obs_dtype == "bfloat16"
+            buffer=self.replay.empty_replay(jnp.bfloat16 if c.obs_dtype == "bfloat16"
                                      else jnp.float32),
             obs_stats=stats.init(zeros_obs(spec, ())),
             reward_stats=reward_scaling.init(self.train.num_envs), hp=hp,
@@ -196,7 +206,7 @@ class SoftActorCritic(OffPolicyAgent):
         if deterministic:
             return dist.mode(), {}
         eps = jax.random.normal(key, dist.loc.shape)
-        return self.random_warmup(state, key, dist.from_noise(eps)), {}
+        return self.replay.random_warmup(state, key, dist.from_noise(eps)), {}
 
     def init_explore(self, key, num_envs: int):
         """Exploration carry: zeta noise and per-env std multipliers (`learning.exploration`)."""
@@ -221,11 +231,20 @@ class SoftActorCritic(OffPolicyAgent):
         dist, _ = self.policy(state.params["actor"],
                               self.prepare_obs(state, obs, c.policy_obs_key))
         action = dist.from_noise(eps, scale[:, None])
-        return self.random_warmup(state, k_eps, action), {}, {"zeta": zeta, "scale": scale}
+        return (self.replay.random_warmup(state, k_eps, action), {},
+                {"zeta": zeta, "scale": scale})
 
     # ----- learning ----------------------------------------------------------------------
+    def update(self, state, traj, key):
+        """The UTD loop (`OffPolicyLoop.update`) with this agent's `observe`, `step_inputs`,
+        `gradient_step` and `reduce_step_metrics`."""
+        return self.replay.update(state, traj, key, step_inputs=self.step_inputs,
+                                  gradient_step=self.gradient_step, observe=self.observe,
+                                  reduce_step_metrics=self.reduce_step_metrics)
+
     def observe(self, state, traj):
-        state = super().observe(state, traj)
+        """The buffer write, then the observation and reward statistics."""
+        state = self.replay.observe(state, traj)
         obs_stats = (stats.update(state.obs_stats, traj.obs)
                      if self.config.normalize_observations else state.obs_stats)
         return state.replace(obs_stats=obs_stats, reward_stats=reward_scaling.update(
@@ -233,7 +252,7 @@ class SoftActorCritic(OffPolicyAgent):
 
     def step_inputs(self, state, key):
         """One sample of `G * B` n-step transitions as `[G, B]` batches, and G step keys."""
-        c, g = self.config, self.updates_per_call
+        c, g = self.config, self.replay.updates_per_call
         k_sample, k_steps = jax.random.split(key)
         batch = replay.sample(state.buffer, k_sample, g * c.batch_size, n_step=c.n_step,
                               gamma=state.hp["gamma"], decay_steps=c.swd_decay_steps,
@@ -261,7 +280,7 @@ class SoftActorCritic(OffPolicyAgent):
         state, actor_metrics = jax.lax.cond(
             do_actor, self._actor_step, lambda s, b, k, lr_: (s, zeros), state, batch, k_actor,
             lr)
-        target = self.ema(state.target_critic, state.params["critic"], state.hp["tau"])
+        target = ema(state.target_critic, state.params["critic"], state.hp["tau"])
         state = state.replace(target_critic=target, num_updates=state.num_updates + 1)
         return state, (dict(metrics, **{"train/learning_rate": lr}), actor_metrics,
                        do_actor.astype(jnp.float32))
@@ -272,7 +291,7 @@ class SoftActorCritic(OffPolicyAgent):
         if self.config.lr_schedule == "constant":
             return lr
         total = max(1, self.train.num_chunks * self.train.iterations_per_chunk *
-                    self.updates_per_call)
+                    self.replay.updates_per_call)
         frac = jnp.minimum(state.num_updates / total, 1.0)
         final = self.config.lr_final_fraction
         return lr * (final + (1.0 - final) * 0.5 * (1.0 + jnp.cos(jnp.pi * frac)))

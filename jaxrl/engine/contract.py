@@ -12,8 +12,9 @@ Required methods (see `Agent`): `init(key, hp)`, `act(state, obs, key, determini
 - `explores = True`: the behaviour policy carries state across env steps (zeta noise, per-env
   noise scales); the agent implements `init_explore(key, num_envs)` and
   `explore(state, obs, key, carry, done)` and the loop collects with them.
-- `has_replay = True`: the state holds a replay buffer that checkpoints may leave out; the agent
-  implements `replay_of(state)` and `with_replay(state, buffer)`.
+- `has_replay = True`: the state holds a replay buffer that checkpoints may leave out, read and
+  replaced by `replay_of(state)` and `with_replay(state, buffer)` (`AgentBase`: the state's
+  field `buffer`).
 - `goal_conditioned = True`: the agent needs an env with `EnvSpec.goal_indices`
   (`obs = concat(state, goal)`); `validate` rejects other envs.
 
@@ -107,17 +108,28 @@ class AgentBase:
         return "single", 1
 
     def data_specs(self, state: Any, axis: str) -> Any:
-        """`PartitionSpec`s of `state` under the `data` layout: replicated (agents with
-        env-sharded state, e.g. a replay buffer, override it)."""
-        return jax.tree.map(lambda _: jax.sharding.PartitionSpec(), state)
+        """`PartitionSpec`s of `state` under the `data` layout: replicated, except the data of
+        a replay buffer (`has_replay`), `[C, N, ...]`, sharded on its env axis."""
+        specs = jax.tree.map(lambda _: jax.sharding.PartitionSpec(), state)
+        if not self.has_replay:
+            return specs
+        buffer = self.replay_of(specs)
+        data = jax.tree.map(lambda _: jax.sharding.PartitionSpec(None, axis),
+                            self.replay_of(state).data)
+        return self.with_replay(specs, buffer.replace(data=data))
 
     def replay_of(self, state: Any) -> Any:
-        """The replay buffer in `state` (agents that declare `has_replay`)."""
-        raise TypeError(f"{type(self).__name__} keeps no replay buffer.")
+        """The replay buffer in `state`: its field `buffer` (agents that declare
+        `has_replay`)."""
+        if not self.has_replay:
+            raise TypeError(f"{type(self).__name__} keeps no replay buffer.")
+        return state.buffer
 
     def with_replay(self, state: Any, buffer: Any) -> Any:
         """`state` with its replay buffer replaced (None leaves it out of a checkpoint)."""
-        raise TypeError(f"{type(self).__name__} keeps no replay buffer.")
+        if not self.has_replay:
+            raise TypeError(f"{type(self).__name__} keeps no replay buffer.")
+        return state.replace(buffer=buffer)
 
 
 # --- the registry ----------------------------------------------------------------------------

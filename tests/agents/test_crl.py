@@ -161,7 +161,7 @@ def test_goal_presets_validate(name):
     agent.validate()
     assert spec.goal_indices is not None
     if preset.agent == "crl" and preset.train.num_envs == 512:
-        assert agent.updates_per_call == 1998  # JaxGCRL: 512 * 999 / 256 per 62-step collect
+        assert agent.replay.updates_per_call == 1998  # JaxGCRL: 512 * 999 / 256 per 62-step collect
 
 
 def test_logsumexp_penalty_default_depends_on_loss_and_energy():

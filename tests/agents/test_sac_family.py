@@ -159,8 +159,8 @@ def test_agent_two_chunks_on_toy_env(name):
         assert metrics[k].shape == (2, 2)
         assert np.isfinite(np.asarray(metrics[k])).all(), k
     # Gradient steps happened once the buffer held learning_starts transitions.
-    expected = (steps - 256) // (16 * 4) * agent.updates_per_call
-    assert np.all(np.abs(np.asarray(state.num_updates) - expected) <= agent.updates_per_call)
+    expected = (steps - 256) // (16 * 4) * agent.replay.updates_per_call
+    assert np.all(np.abs(np.asarray(state.num_updates) - expected) <= agent.replay.updates_per_call)
     assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(state.params))
 
 
