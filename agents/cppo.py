@@ -39,7 +39,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.agents.common.contrastive import CRITIC_KEYS, ContrastiveActorCritic, ContrastiveConfig
+from jaxrl.agents.common.contrastive import CRITIC_KEYS, ContrastiveConfig, ContrastiveNets
+from jaxrl.engine.contract import AgentBase
 from jaxrl.engine.types import Transition
 from jaxrl.learning import contrastive, losses, optim
 
@@ -93,13 +94,19 @@ class CPPOState:
 
 
 @dataclasses.dataclass(frozen=True)
-class CPPO(ContrastiveActorCritic):
+class CPPO(AgentBase):
     """Contrastive PPO (on-policy, goal-conditioned, reward-free); our reconstruction."""
 
     config: CPPOConfig
     HP_FIELDS: ClassVar = HP_FIELDS
     HP_RANGES: ClassVar = HP_RANGES
     on_policy: ClassVar[bool] = True
+    goal_conditioned: ClassVar[bool] = True
+
+    @property
+    def nets(self) -> ContrastiveNets:
+        """The actor and contrastive critic networks and the critic step."""
+        return ContrastiveNets(self.config, self.spec)
 
     @property
     def steps_per_update(self) -> int:
@@ -109,6 +116,7 @@ class CPPO(ContrastiveActorCritic):
         """Raises ValueError (before compiling) for a non-goal env or a batch that does not
         divide."""
         super().validate()
+        self.nets.validate()
         c = self.config
         if c.q_space not in ("log", "exp"):
             raise ValueError(f"q_space must be 'log' or 'exp', got {c.q_space!r}.")
@@ -130,7 +138,7 @@ class CPPO(ContrastiveActorCritic):
                              f"{steps} steps of one update: lower it or raise num_envs.")
 
     def init(self, key, hp) -> CPPOState:
-        params = self.init_params(key)
+        params = self.nets.init_params(key)
         return CPPOState(
             params=params,
             opt_state={"actor": self._actor_opt.init(params["actor"]),
@@ -144,7 +152,7 @@ class CPPO(ContrastiveActorCritic):
 
     def act(self, state: CPPOState, obs, key, deterministic: bool = False):
         """Action in [-1, 1] `[N, A]`; extras `raw_action` (pre-tanh u) and `log_prob`."""
-        policy = self.policy(state.params["actor"], obs)
+        policy = self.nets.policy(state.params["actor"], obs)
         if deterministic:
             return policy.mode(), {}
         u = policy.sample_raw(key)
@@ -169,7 +177,7 @@ class CPPO(ContrastiveActorCritic):
         """`critic_epochs` passes of contrastive critic steps on goals relabeled in the rollout."""
         c = self.config
         n = traj.reward.shape[1]
-        s = self.split_obs(traj.obs)[0]
+        s = self.nets.split_obs(traj.obs)[0]
         per_epoch = self.steps_per_update // c.critic_batch_size
 
         def epoch(carry, k):
@@ -177,7 +185,7 @@ class CPPO(ContrastiveActorCritic):
             k_rel, k_perm = jax.random.split(k)
             rows = contrastive.rollout_future_index(k_rel, traj.extras["traj_id"],
                                                     state.hp["gamma"])
-            goal = self.goal_of(traj.next_obs[rows, jnp.arange(n)[None, :]])
+            goal = self.nets.goal_of(traj.next_obs[rows, jnp.arange(n)[None, :]])
             keep = jax.random.permutation(k_perm, self.steps_per_update)[
                 : per_epoch * c.critic_batch_size]
             batches = jax.tree.map(
@@ -185,7 +193,7 @@ class CPPO(ContrastiveActorCritic):
                     (per_epoch, c.critic_batch_size) + x.shape[2:]), (s, traj.action, goal))
 
             def step(carry, b):
-                params, opt_state, metrics = self.critic_step(
+                params, opt_state, metrics = self.nets.critic_step(
                     *carry, *b, state.hp["critic_learning_rate"])
                 return (params, opt_state), metrics
 
@@ -209,12 +217,12 @@ class CPPO(ContrastiveActorCritic):
             float32 `[...]` advantages (Q in the space of `q_space`).
         """
         critic = {k: params[k] for k in CRITIC_KEYS}
-        s, goal = self.split_obs(obs)
-        q = self.q_value(critic, s, action, goal)
-        policy = self.policy(params["actor"], obs)
+        s, goal = self.nets.split_obs(obs)
+        q = self.nets.q_value(critic, s, action, goal)
+        policy = self.nets.policy(params["actor"], obs)
         m = self.config.num_action_samples
         u = policy.loc + policy.scale * jax.random.normal(key, (m,) + policy.loc.shape)
-        q_pi = self.q_value(critic, jnp.broadcast_to(s, (m,) + s.shape), jnp.tanh(u),
+        q_pi = self.nets.q_value(critic, jnp.broadcast_to(s, (m,) + s.shape), jnp.tanh(u),
                             jnp.broadcast_to(goal, (m,) + goal.shape))
         return baseline_advantage(q, q_pi, self.config.q_space)
 
@@ -243,7 +251,7 @@ class CPPO(ContrastiveActorCritic):
 
     def _policy_loss(self, actor, mb, key, hp):
         """Clipped surrogate on normalized advantages minus the entropy bonus."""
-        policy = self.policy(actor, mb["obs"])
+        policy = self.nets.policy(actor, mb["obs"])
         adv = (mb["adv"] - mb["adv"].mean()) / (mb["adv"].std() + 1e-8)
         loss, metrics = losses.clipped_surrogate(policy.log_prob_raw(mb["u"]), mb["logp"], adv,
                                                  hp["clipping_epsilon"])

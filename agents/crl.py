@@ -37,8 +37,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.agents.common.contrastive import CRITIC_KEYS, ContrastiveActorCritic, ContrastiveConfig
+from jaxrl.agents.common.contrastive import CRITIC_KEYS, ContrastiveConfig, ContrastiveNets
 from jaxrl.agents.common.offpolicy import OffPolicyLoop
+from jaxrl.engine.contract import AgentBase
 from jaxrl.learning import losses, optim, replay
 
 HP_FIELDS = ("learning_rate", "critic_learning_rate", "alpha_learning_rate", "gamma")
@@ -85,7 +86,7 @@ class CRLState:
 
 
 @dataclasses.dataclass(frozen=True)
-class CRL(ContrastiveActorCritic):
+class CRL(AgentBase):
     """Contrastive RL (off-policy, goal-conditioned, reward-free)."""
 
     config: CRLConfig
@@ -93,6 +94,12 @@ class CRL(ContrastiveActorCritic):
     HP_RANGES: ClassVar = HP_RANGES
     on_policy: ClassVar[bool] = False
     has_replay: ClassVar[bool] = True
+    goal_conditioned: ClassVar[bool] = True
+
+    @property
+    def nets(self) -> ContrastiveNets:
+        """The actor and contrastive critic networks and the critic step."""
+        return ContrastiveNets(self.config, self.spec)
 
     @property
     def replay(self) -> OffPolicyLoop:
@@ -106,6 +113,7 @@ class CRL(ContrastiveActorCritic):
     def validate(self) -> None:
         """Raises ValueError (before compiling) for a non-goal env or inconsistent sizes."""
         super().validate()
+        self.nets.validate()
         self.replay.validate()
         c = self.config
         if not math.isfinite(c.target_entropy_scale):
@@ -114,7 +122,7 @@ class CRL(ContrastiveActorCritic):
             raise ValueError(f"horizon must be >= 1 or None, got {c.horizon}.")
 
     def init(self, key, hp) -> CRLState:
-        params = self.init_params(key)
+        params = self.nets.init_params(key)
         opt = optim.make_optimizer()
         return CRLState(
             params=params,
@@ -129,7 +137,7 @@ class CRL(ContrastiveActorCritic):
     def act(self, state: CRLState, obs, key, deterministic: bool = False):
         """Action in [-1, 1] `[N, A]` from `pi(. | s, g)` on `obs = [s, g]`; `tanh(mu)` when
         deterministic."""
-        policy = self.policy(state.params["actor"], obs)
+        policy = self.nets.policy(state.params["actor"], obs)
         if deterministic:
             return policy.mode(), {}
         return jnp.tanh(policy.sample_raw(key)), {}
@@ -148,9 +156,9 @@ class CRL(ContrastiveActorCritic):
         k_sample, k_actor = jax.random.split(key)
         batch = replay.sample_future(state.buffer, k_sample, self.config.batch_size,
                                      gamma=state.hp["gamma"], horizon=self.horizon)
-        s, goal = self.split_obs(batch.obs)[0], self.goal_of(batch.future_obs)
+        s, goal = self.nets.split_obs(batch.obs)[0], self.nets.goal_of(batch.future_obs)
         state, actor_metrics = self._actor_step(state, s, goal, k_actor)
-        params, opt_critic, metrics = self.critic_step(
+        params, opt_critic, metrics = self.nets.critic_step(
             state.params, state.opt_state["critic"], s, batch.action, goal,
             state.hp["critic_learning_rate"])
         state = state.replace(params=params, opt_state=dict(state.opt_state, critic=opt_critic),
@@ -176,11 +184,11 @@ class CRL(ContrastiveActorCritic):
     def _actor_loss(self, actor, state: CRLState, s, goal, key):
         """`mean(alpha log pi(a | s, g) - f(s, a, g))`, `a ~ pi` reparameterized; the critic
         parameters get no gradient from it."""
-        policy = self.policy(actor, jnp.concatenate([s, goal], -1))
+        policy = self.nets.policy(actor, jnp.concatenate([s, goal], -1))
         u = policy.sample_raw(key)
         logp = policy.log_prob_raw(u)
         critic = jax.lax.stop_gradient({k: state.params[k] for k in CRITIC_KEYS})
-        f = self.q_value(critic, s, jnp.tanh(u), goal)
+        f = self.nets.q_value(critic, s, jnp.tanh(u), goal)
         loss = jnp.mean(jnp.exp(state.log_alpha) * logp - f)
         return loss, ({"train/actor_loss": loss, "train/entropy": -logp.mean(),
                        **policy.metrics()}, logp)

@@ -1,4 +1,4 @@
-"""The contrastive actor-critic shared by CRL (off-policy) and CPPO (on-policy).
+"""`ContrastiveNets`: the contrastive actor-critic networks CRL and CPPO hold.
 
 Sources: Eysenbach et al., "Contrastive Learning as Goal-Conditioned Reinforcement Learning"
 (NeurIPS 2022, arXiv 2206.07568): the critic `f(s, a, g) = energy(phi(s, a), psi(g))` is a
@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 
-from jaxrl.engine.contract import AgentBase
+from jaxrl.engine.types import EnvSpec
 from jaxrl.learning import contrastive, distributions, optim
 from jaxrl.learning.networks import ACTIVATIONS, Encoder, GaussianActor
 
@@ -61,15 +60,16 @@ CRITIC_KEYS = ("sa_encoder", "g_encoder", "log_temperature")
 
 
 @dataclasses.dataclass(frozen=True)
-class ContrastiveActorCritic(AgentBase):
-    """Networks and critic step shared by CRL and CPPO: actor `pi(a | s, g)` (tanh-Gaussian)
-    and the contrastive critic `f(s, a, g) = energy(phi(s, a), psi(g))`."""
+class ContrastiveNets:
+    """Networks and critic step CRL and CPPO hold (a helper, not a base class): actor
+    `pi(a | s, g)` (tanh-Gaussian) and the contrastive critic
+    `f(s, a, g) = energy(phi(s, a), psi(g))`, for the agent's config and goal env spec."""
 
     config: ContrastiveConfig
-    goal_conditioned: ClassVar[bool] = True
+    spec: EnvSpec
 
     def validate(self) -> None:
-        super().validate()
+        """Raises ValueError for bad encoder settings (`check_encoder_config`)."""
         check_encoder_config(self.config)
 
     @property

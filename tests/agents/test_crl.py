@@ -75,7 +75,7 @@ def test_crl_state_has_no_target_network_and_actor_step_leaves_critic():
     assert not np.allclose(new.params["actor"]["params"]["Dense_0"]["kernel"],
                            state.params["actor"]["params"]["Dense_0"]["kernel"])
     # The critic step changes only the critic.
-    params, _, _ = agent.critic_step(state.params, state.opt_state["critic"], s,
+    params, _, _ = agent.nets.critic_step(state.params, state.opt_state["critic"], s,
                                      jnp.zeros((16, 2)), goal, 1e-3)
     jax.tree.map(np.testing.assert_array_equal, params["actor"], state.params["actor"])
 
@@ -170,5 +170,5 @@ def test_logsumexp_penalty_default_depends_on_loss_and_energy():
     for kw in ({}, {"energy": "dot"}, {"energy": "cosine"}, {"contrastive_loss": "binary_nce"},
                {"energy": "cosine", "logsumexp_penalty": 0.3}):
         agent = lookup("crl")[0](config=_small("crl", **kw), spec=spec, train=TRAIN)
-        weight[tuple(kw.items())] = agent.lse_weight
+        weight[tuple(kw.items())] = agent.nets.lse_weight
     assert list(weight.values()) == [0.1, 0.1, 0.0, 0.0, 0.3]
