@@ -12,8 +12,7 @@ Layers (the arrows allowed):
 
 - `jaxrl.engine` (the contract and the loop) imports only `jaxrl.engine`;
 - `jaxrl.learning` (pure functions on data) imports only itself and the engine's data types
-  and input checks (`jaxrl.engine.types`, `jaxrl.engine.checks`): never the agent contract, the
-  loop or the wrappers;
+  (`jaxrl.engine.types`): never the agent contract, checks, the loop or the wrappers;
 - agents (`jaxrl.agents`) and envs (`jaxrl.envs`) import the core (engine, learning) and their
   own package only: never `jaxrl.run` or `jaxrl.deploy`, never each other, and no agent module
   imports another agent module (`jaxrl/agents/__init__.py` registering them all is fine); code
@@ -55,7 +54,7 @@ ALLOWED = {  # layer -> layers it may import (the root package `jaxrl` is not on
     "deploy": CORE | {"deploy", "_version"},
 }
 SEES_ALL = {"jaxrl.run.cli", "jaxrl.run.cli_commands", "jaxrl.run.cli_sweep"}
-LEARNING_SEES = {"jaxrl.engine.types", "jaxrl.engine.checks"}  # of the engine
+LEARNING_SEES = {"jaxrl.engine.types"}  # of the engine
 
 
 def _modules() -> dict[str, pathlib.Path]:

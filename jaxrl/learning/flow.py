@@ -17,13 +17,13 @@ Shapes: `A` = action size, leading batch axes `...`; float32 throughout.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl.engine.checks import check_choice
 from jaxrl.learning.networks import ACTIVATIONS
 
 CONVENTIONS = ("jaxrl", "fpo")
@@ -33,7 +33,11 @@ CFM_LOSSES = ("eps_mse", "u_mse")
 
 
 def _check_name(kind: str, value: str, choices: Sequence[str]) -> None:
-    check_choice(kind, value, choices)
+    """Raises ValueError unless `value` is one of `choices` (naming the closest)."""
+    if value not in choices:
+        close = difflib.get_close_matches(str(value), list(choices), n=1, cutoff=0.5)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"{kind} must be one of {', '.join(choices)}; got {value!r}.{hint}")
 
 
 def check_flow_settings(num_steps: int, sampler: str = "euler", convention: str = "jaxrl",

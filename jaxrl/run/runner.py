@@ -155,21 +155,8 @@ def resume(run_dir: str, progress: bool = True, programs: str | None = None,
         ValueError: a budget that does not train on.
         NonFiniteError, TrainingInterrupted: as `train`.
     """
-    resolved = checkpoint.read_config(run_dir)
-    agent_name, env_name, cfg, agent_config, hp = checkpoint.parse_config(resolved)
-    run = checkpoint.parse_run(resolved)
-    saved = checkpoint.existing_steps(run_dir)
-    if not saved:
-        raise checkpoint.CheckpointError(
-            f"no checkpoint in {run_dir!r}: the run stopped before its first checkpoint, so "
-            "there is nothing to resume: start it again.")
-    cfg, run, resolved = restore.train_on(resolved, cfg, run, total_env_steps,
-                                          max_train_seconds)
-    if saved[-1] >= cfg.num_chunks:
-        raise checkpoint.CheckpointError(
-            f"the run in {run_dir!r} already finished (chunk {saved[-1]} of {cfg.num_chunks}); "
-            f"train it on with `jaxrl train --resume {run_dir} --total-env-steps N`, N above "
-            f"{cfg.real_total_env_steps:,}.")
+    resolved, agent_name, env_name, cfg, agent_config, hp, run = _resumable(
+        run_dir, total_env_steps, max_train_seconds)
     warm = restore.stored_programs(programs, agent_name, env_name, cfg, agent_config, hp)
     notes = []  # said once the logger is up
     stored = restore.load_stored(warm, notes.append)
@@ -214,6 +201,28 @@ def resume(run_dir: str, progress: bool = True, programs: str | None = None,
     return run_session(agent, cfg, run, prepare, outputs, run_dir,
                        "loading the stored compiled programs (warm start) ..."
                        if stored is not None else "compiling ...")
+
+
+def _resumable(run_dir: str, total_env_steps: int | None, max_train_seconds: float | None):
+    """(resolved config, agent, env, TrainConfig, agent config, hp, RunConfig) of a run that
+    can resume (with the new budgets applied, `restore.train_on`); CheckpointError when it has
+    no checkpoint or already finished."""
+    resolved = checkpoint.read_config(run_dir)
+    agent_name, env_name, cfg, agent_config, hp = checkpoint.parse_config(resolved)
+    run = checkpoint.parse_run(resolved)
+    saved = checkpoint.existing_steps(run_dir)
+    if not saved:
+        raise checkpoint.CheckpointError(
+            f"no checkpoint in {run_dir!r}: the run stopped before its first checkpoint, so "
+            "there is nothing to resume: start it again.")
+    cfg, run, resolved = restore.train_on(resolved, cfg, run, total_env_steps,
+                                          max_train_seconds)
+    if saved[-1] >= cfg.num_chunks:
+        raise checkpoint.CheckpointError(
+            f"the run in {run_dir!r} already finished (chunk {saved[-1]} of {cfg.num_chunks}); "
+            f"train it on with `jaxrl train --resume {run_dir} --total-env-steps N`, N above "
+            f"{cfg.real_total_env_steps:,}.")
+    return resolved, agent_name, env_name, cfg, agent_config, hp, run
 
 
 def _programs(agent, env, spec, cfg, chunk, runner, mesh, shardings):
