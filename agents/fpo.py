@@ -109,6 +109,9 @@ class FPO(AgentBase):
     def update(self, state: onpolicy.OnPolicyState, traj, key):
         return self.core.update(state, traj, key)
 
+    def with_hp(self, state: onpolicy.OnPolicyState, hp):
+        return self.core.with_hp(state, hp)
+
     def validate(self) -> None:
         """Raises ValueError before compiling for non-positive steps or `num_mc`, unknown
         sampler, loss or trust-region names, or a negative `sde_sigma`."""

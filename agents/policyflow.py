@@ -198,6 +198,9 @@ class PolicyFlow(AgentBase):
     def update(self, state: onpolicy.OnPolicyState, traj, key):
         return self.core.update(state, traj, key)
 
+    def with_hp(self, state: onpolicy.OnPolicyState, hp):
+        return self.core.with_hp(state, hp)
+
     def validate(self) -> None:
         """Raises ValueError before compiling for non-positive steps or `time_dim`, unknown
         sampler, t-sampling or reduction names, or bad log-std bounds."""

@@ -84,6 +84,9 @@ class PPO(AgentBase):
     def update(self, state: onpolicy.OnPolicyState, traj, key):
         return self.core.update(state, traj, key)
 
+    def with_hp(self, state: onpolicy.OnPolicyState, hp):
+        return self.core.with_hp(state, hp)
+
     @property
     def policy_net(self):
         return MLP(tuple(self.config.policy_hidden) + (2 * self.spec.action_size,),

@@ -6,7 +6,8 @@ The env step and the learning update compile into one XLA program (`jit` over a 
 The public API (`jaxrl.api`) is imported on first use, so `import jaxrl` stays fast:
 `jaxrl.train`, `resume`, `sweep`, `load_run`, `evaluate`, `export`, `render`, `closed_loop`,
 `make_env`, `get_agent`, `list_agents`, `list_envs`, `list_presets`, `get_preset`, `resolve`,
-`TrainConfig`, `RunConfig`, `Preset` and the agent config classes (`PPOConfig`, `SACConfig`, ...).
+`TrainConfig`, `RunConfig`, `PBTConfig`, `Preset` and the agent config classes (`PPOConfig`,
+`SACConfig`, ...).
 """
 
 from jaxrl._version import __version__
@@ -14,7 +15,7 @@ from jaxrl._version import __version__
 _API = ("train", "resume", "sweep", "load_run", "evaluate", "export", "render", "closed_loop",
         "make_env", "get_agent", "list_agents", "list_envs", "list_presets", "get_preset",
         "resolve", "TrainConfig", "RunConfig", "Preset", "LoadedRun", "RunResult", "SweepResult",
-        "PPOConfig", "SACConfig", "WarpSACConfig", "FastDSACConfig", "PQLConfig", "FPOConfig",
+        "PBTConfig", "PPOConfig", "SACConfig", "WarpSACConfig", "FastDSACConfig", "PQLConfig", "FPOConfig",
         "PolicyFlowConfig", "FlowSACConfig", "CRLConfig", "CPPOConfig")
 __all__ = ["__version__", *_API]  # noqa: PLE0604
 

@@ -37,14 +37,15 @@ from jaxrl.engine.loop import RunConfig, TrainConfig
 from jaxrl.envs import list_envs
 from jaxrl.envs import make as make_env
 from jaxrl.run.checkpoint import LoadedRun, load_run
+from jaxrl.run.pbt import PBTConfig
 from jaxrl.run.runner import RunResult
 from jaxrl.run.sweep import SweepResult
 
 __all__ = ["train", "resume", "sweep", "load_run", "evaluate", "export", "render", "closed_loop",
            "make_env", "get_agent", "list_agents", "list_envs", "list_presets", "get_preset",
            "resolve", "TrainConfig", "RunConfig", "Preset", "LoadedRun", "RunResult", "SweepResult",
-           "PPOConfig", "SACConfig", "WarpSACConfig", "FastDSACConfig", "PQLConfig", "FPOConfig",
-           "PolicyFlowConfig", "FlowSACConfig", "CRLConfig", "CPPOConfig"]
+           "PBTConfig", "PPOConfig", "SACConfig", "WarpSACConfig", "FastDSACConfig", "PQLConfig",
+           "FPOConfig", "PolicyFlowConfig", "FlowSACConfig", "CRLConfig", "CPPOConfig"]
 
 def list_presets() -> tuple[str, ...]:
     """Names of the registered presets (`jaxrl list presets`)."""
@@ -140,7 +141,8 @@ def sweep(preset: str | None = None, *, sweep_dir: str, grid: dict | None = None
           seeds: Sequence[int] = (0,), agent: str | None = None, env: str | None = None,
           train_config: TrainConfig | None = None, agent_config=None,
           run_config: RunConfig | None = None, progress: bool = False,
-          programs: str | None = None, **overrides) -> SweepResult:
+          programs: str | None = None, pbt: PBTConfig | None = None,
+          **overrides) -> SweepResult:
     """Trains seeds x hyperparameter points as one program (`jaxrl sweep`).
 
     Args:
@@ -149,6 +151,9 @@ def sweep(preset: str | None = None, *, sweep_dir: str, grid: dict | None = None
             `num_samples` times (with `sample_seed`) for each grid point.
         seeds: every point runs each seed.
         sweep_dir: output folder (a summary and one run dir per member under `members/`).
+        pbt: population-based training over the `grid` / `random` names (`jaxrl sweep
+            --pbt`; `PBTConfig()` for the defaults); the result's `lineage` and
+            `summary["pbt"]` name the best member and its schedule.
         Others: as `train`.
 
     Raises:
@@ -166,12 +171,12 @@ def sweep(preset: str | None = None, *, sweep_dir: str, grid: dict | None = None
         sweep_spec.check_name(name, hp_fields, fields, group)
     items = [f"{group}.{k}={','.join(map(str, v))}" for k, v in (grid or {}).items()]
     draws = [f"{group}.{k}={d}:{lo}:{hi}" for k, (d, lo, hi) in (random or {}).items()]
-    points = sweep_spec.points(sweep_spec.parse_grid(items, group, hp_fields, fields),
-                               sweep_spec.parse_random(draws, group, hp_fields, fields),
-                               num_samples, sample_seed)
+    search = {"grid": sweep_spec.parse_grid(items, group, hp_fields, fields),
+              "random": sweep_spec.parse_random(draws, group, hp_fields, fields)}
+    points = sweep_spec.points(search["grid"], search["random"], num_samples, sample_seed)
     members = sweep_spec.members(points, list(seeds))
     return sweeps.run_sweep(agent, env, cfg, agent_config, members, sweep_dir, progress,
-                            preset, programs, run)
+                            preset, programs, run, search, pbt)
 
 
 def _loaded(run: str | LoadedRun, chunk: int | None = None) -> LoadedRun:

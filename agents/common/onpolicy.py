@@ -140,6 +140,15 @@ class OnPolicyLoop:
                              hp=hp, learning_rate=hp["learning_rate"],
                              num_updates=jnp.zeros((), jnp.int32))
 
+    def with_hp(self, state: OnPolicyState, hp) -> OnPolicyState:
+        """`state` with new float hyperparameters; a new `learning_rate` also scales the
+        current step size (adapted with `desired_kl`, else the rate itself) by new / old."""
+        new = {**state.hp, **hp}
+        old_lr, new_lr = state.hp["learning_rate"], new["learning_rate"]
+        scaled = state.learning_rate * (new_lr / jnp.where(old_lr > 0, old_lr, 1.0))
+        lr = jnp.where((state.learning_rate == old_lr) | (old_lr <= 0), new_lr, scaled)
+        return state.replace(hp=new, learning_rate=lr)
+
     def policy_in(self, obs):
         return flatten_obs(obs, [self.config.policy_obs_key] if isinstance(obs, dict) else None)
 

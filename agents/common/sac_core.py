@@ -71,6 +71,7 @@ class SoftActorCritic(AgentBase):
     config: SACCoreConfig
     HP_FIELDS: ClassVar = HP_FIELDS
     HP_RANGES: ClassVar = HP_RANGES
+    HP_INIT_ONLY: ClassVar = ("init_alpha",)
     on_policy: ClassVar[bool] = False
     explores: ClassVar[bool] = True
     has_replay: ClassVar[bool] = True

@@ -19,8 +19,8 @@ Required methods (see `Agent`): `init(key, hp)`, `act(state, obs, key, determini
   (`obs = concat(state, goal)`); `validate` rejects other envs.
 
 `AgentBase` implements the shared parts (hyperparameter defaults and range checks from
-`HP_FIELDS` / `HP_RANGES`, the declarations' defaults, `params_of`). The agent registry maps a
-name to (agent class, config class); `jaxrl.agents` registers the built-in agents.
+`HP_FIELDS` / `HP_RANGES`, the declarations' defaults, `params_of`, `with_hp`). The agent
+registry maps a name to (agent class, config class); `jaxrl.agents` registers the built-in agents.
 """
 
 from __future__ import annotations
@@ -66,6 +66,9 @@ class Agent(Protocol):
     def params_of(self, state: Any) -> Any:
         """The parameter pytree (checked for NaN after every chunk, saved as final params)."""
 
+    def with_hp(self, state: Any, hp: dict[str, jax.Array]) -> Any:
+        """`state` with new float hyperparameters (population-based training's explore)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class AgentBase:
@@ -82,6 +85,9 @@ class AgentBase:
 
     HP_FIELDS: ClassVar[tuple[str, ...]] = ()
     HP_RANGES: ClassVar[dict[str, tuple[float, float]]] = {}
+    HP_INIT_ONLY: ClassVar[tuple[str, ...]] = ()
+    """Names in `HP_FIELDS` read only by `init` (an initial value): changing them in a running
+    state (`with_hp`, population-based training) would do nothing."""
     on_policy: ClassVar[bool] = True
     explores: ClassVar[bool] = False
     has_replay: ClassVar[bool] = False
@@ -101,6 +107,12 @@ class AgentBase:
 
     def params_of(self, state: Any) -> Any:
         return state.params
+
+    def with_hp(self, state: Any, hp: dict) -> Any:
+        """One seed's `state` training on with the float hyperparameters `hp` (a subset of
+        `default_hp`'s names) from now on: the state's `hp` updated. Agents that keep a value
+        derived from one (an adapted step size) extend it."""
+        return state.replace(hp={**state.hp, **hp})
 
     @property
     def layout(self) -> tuple[str, int]:
@@ -150,7 +162,8 @@ def register(name: str, agent_cls: type, config_cls: type, description: str | No
     Raises:
         TypeError: `agent_cls` lacks a method of the `Agent` contract.
     """
-    missing = [m for m in ("default_hp", "validate", "init", "act", "update", "params_of")
+    missing = [m for m in ("default_hp", "validate", "init", "act", "update", "params_of",
+                         "with_hp")
                if not callable(getattr(agent_cls, m, None))]
     if agent_cls.explores:
         missing += [m for m in ("init_explore", "explore") if not hasattr(agent_cls, m)]

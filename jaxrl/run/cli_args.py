@@ -117,3 +117,20 @@ def process_setup(argv: list[str]) -> None:
         coordinator_address=flag_value(argv, "--coordinator-address"),
         num_processes=number("--num-processes"), process_id=number("--process-id"),
         compile_cache="--no-compile-cache" not in argv))
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """`{field: docstring}` of a dataclass's attribute docstrings (the string literal after a
+    field, as tyro shows them), for flags made from its fields under other names."""
+    import ast
+    import inspect
+    import textwrap
+
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
+    out = {}
+    for prev, node in zip(body, body[1:], strict=False):
+        if (isinstance(prev, ast.AnnAssign) and isinstance(prev.target, ast.Name)
+                and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)):
+            out[prev.target.id] = " ".join(node.value.value.split())
+    return out

@@ -3,6 +3,8 @@
     jaxrl sweep --preset ppo-dmc-cpu --grid ppo.learning_rate=1e-4,3e-4,1e-3 --num-seeds 3
     jaxrl sweep --preset sac-dmc-cpu --random sac.learning_rate=loguniform:1e-4:1e-3 \
         --num-samples 8 --num-seeds 2
+    jaxrl sweep --preset ppo-dmc-cpu --random ppo.learning_rate=loguniform:1e-4:3e-3 \
+        --random ppo.entropy_cost=loguniform:1e-4:1e-1 --num-samples 8 --pbt --pbt-interval 2
     jaxrl sweep --resume runs/sweep-ppo-CartpoleBalance-20261202-101500
 
 Members are the points times the seeds `--seed .. --seed + --num-seeds - 1`
@@ -29,6 +31,11 @@ RESUME_HELP = ("Continue the sweep in this sweep dir from its members' latest co
                "process flags).")
 RANDOM_HELP = ("Random search: NAME=uniform:LOW:HIGH or NAME=loguniform:LOW:HIGH; "
                "--num-samples draws (per grid point when --grid is given too).")
+PBT_HELP = ("Population-based training: every --pbt-interval chunks the bottom --pbt-fraction "
+            "of the members (ranked by --pbt-metric) copy the whole state of a top member and "
+            "perturb its --grid/--random hyperparameters (x0.8 or x1.25, or a fresh draw with "
+            "--pbt-resample-probability; clipped to the ranges), on device between chunks. "
+            "Lineage: <sweep-dir>/pbt.jsonl and pbt.png; summary.md names the best member.")
 
 
 def sweep_args_type():
@@ -42,8 +49,10 @@ def sweep_args_type():
         ("num_samples", Annotated[int, tyro.conf.arg(help="Random-search draws.")],
          dataclasses.field(default=8)),
         ("sample_seed", Annotated[int, tyro.conf.arg(
-            help="Seed of the random-search draws (not of training).")],
+            help="Seed of the random-search draws and of PBT's (not of training).")],
          dataclasses.field(default=0)),
+        ("pbt", Annotated[bool, tyro.conf.arg(help=PBT_HELP)], dataclasses.field(default=False)),
+        *_pbt_fields(),
         ("sweep_dir", Annotated[str | None, tyro.conf.arg(
             help="Output folder: sweep.json, members/<name>/ run dirs, summary.{md,json,csv,"
                  "png}; default runs/sweep-<agent>-<env>-<time>.")],
@@ -56,8 +65,32 @@ def sweep_args_type():
     return dataclasses.make_dataclass("SweepArgs", fields, bases=(base,), frozen=True)
 
 
+def _pbt_fields() -> list[tuple]:
+    """`--pbt-<field>` for each `PBTConfig` field but the seed (`--sample-seed`), with the
+    field's default and docstring."""
+    from jaxrl.run import pbt
+    from jaxrl.run.cli_args import field_docs
+
+    docs = field_docs(pbt.PBTConfig)
+    return [(f"pbt_{f.name}", Annotated[f.type, tyro.conf.arg(help=docs.get(f.name, ""))],
+             dataclasses.field(default=f.default))
+            for f in dataclasses.fields(pbt.PBTConfig) if f.name != "seed"]
+
+
+def pbt_config(args):
+    """The `PBTConfig` of parsed `jaxrl sweep` arguments (None without `--pbt`)."""
+    from jaxrl.run import pbt
+
+    if not args.pbt:
+        return None
+    return pbt.PBTConfig(**{f.name: getattr(args, f"pbt_{f.name}")
+                            for f in dataclasses.fields(pbt.PBTConfig) if f.name != "seed"},
+                         seed=args.sample_seed)
+
+
 def resolve(argv: list[str]):
-    """Parses `jaxrl sweep` arguments into (args, members, TrainConfig, agent config).
+    """Parses `jaxrl sweep` arguments into (args, members, TrainConfig, agent config, search
+    `{"grid", "random"}`, PBT settings or None).
 
     Raises:
         ValueError: unknown preset / agent / env, a bad grid or random item (unknown or static
@@ -87,7 +120,8 @@ def resolve(argv: list[str]):
                          "--random.")
     seeds = [args.run.seed + i for i in range(args.train.num_seeds)]
     points = sweep_spec.points(grid, random, args.num_samples, args.sample_seed)
-    return args, sweep_spec.members(points, seeds), args.train, agent_cfg
+    return (args, sweep_spec.members(points, seeds), args.train, agent_cfg,
+            {"grid": grid, "random": random}, pbt_config(args))
 
 
 def _check_dir_flags(argv: list[str]) -> None:
@@ -126,14 +160,15 @@ def main(argv: list[str]) -> None:
             result = sweep.resume_sweep(sweep_dir, "--no-progress" not in argv,
                                         programs=process.program_store())
         else:
-            args, members, cfg, agent_cfg = resolve(argv)
+            args, members, cfg, agent_cfg, search, pbt_cfg = resolve(argv)
             process.provide_cpu_devices(len(members))
             stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
             sweep_dir = args.sweep_dir or os.path.join(
                 "runs", f"sweep-{args.agent}-{args.env}-{stamp}")
             result = sweep.run_sweep(args.agent, args.env, cfg, agent_cfg, members, sweep_dir,
                                      args.progress, args.preset,
-                                     programs=process.program_store(), run=args.run)
+                                     programs=process.program_store(), run=args.run,
+                                     search=search, pbt_config=pbt_cfg)
     except (ValueError, EnvAssetError) as err:
         sys.exit(f"error: {err}")
     except runner.TrainingInterrupted as err:

@@ -284,6 +284,9 @@ class RunOutputs:
         self.logger.log(rec)
         self.records.append(rec)
 
+    def adapt(self, chunk: int, state):
+        return state
+
     def save(self, chunk: int, state) -> None:
         if self.saver:
             self.saver.save(chunk, state, self.records, self.resolved or {})

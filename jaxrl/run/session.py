@@ -2,13 +2,13 @@
 
 `run_session` compiles (or loads) the program through the caller's `prepare`, then runs the
 chunks: time each, fetch the metrics, stop on a non-finite value (`guards.check_finite`),
-evaluate every `RunConfig.eval_every` chunks, record, checkpoint every `checkpoint_every`
-chunks, honour `max_train_seconds`, SIGINT/SIGTERM (`guards.StopOnSignal`) and the watchdog,
-and finally write what the run keeps. Where results go is the caller's `Outputs`: one run dir
-for `jaxrl train` (`runner.RunOutputs`: one record per chunk, all seeds), one run dir per
-member for a sweep (`sweep.MemberOutputs`). Compile time is measured apart from training time;
-`perf/sps` is one chunk's env steps over its wall time, evaluation excluded, as Brax's
-`training/sps`.
+evaluate every `RunConfig.eval_every` chunks, record, let the outputs adapt the state (a PBT
+round), checkpoint every `checkpoint_every` chunks, honour `max_train_seconds`, SIGINT/SIGTERM
+(`guards.StopOnSignal`) and the watchdog, and finally write what the run keeps. Where results
+go is the caller's `Outputs`: one run dir for `jaxrl train` (`runner.RunOutputs`: one record
+per chunk, all seeds), one run dir per member for a sweep (`sweep.MemberOutputs`). Compile time
+is measured apart from training time; `perf/sps` is one chunk's env steps over its wall time,
+evaluation excluded, as Brax's `training/sps`.
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ class Outputs(Protocol):
     def eval_keys(self, state: loop.RunState, chunk_index: int) -> Any: ...
     def record(self, chunk_index: int, metrics: dict, ev: dict | None, train_s: float,
                dt: float) -> None: ...
+    def adapt(self, chunk: int, state: loop.RunState) -> loop.RunState:
+        """The state the next chunk starts from, after chunk `chunk` (1-based) was recorded
+        (`jaxrl sweep --pbt`'s exploit and explore); it is what `save` then gets."""
     def save(self, chunk: int, state: loop.RunState) -> None: ...
     def latest_saver(self): ...
     def interrupted(self, chunk: int, signum: int) -> BaseException: ...
@@ -107,6 +110,10 @@ def run_chunks(program: Program, agent, cfg: loop.TrainConfig, run: loop.RunConf
         if program.evaluator is not None and ((i + 1) % run.eval_every == 0 or last):
             ev = parallel.fetch(program.evaluator(state.agent_state, outputs.eval_keys(state, i)))
         outputs.record(i, metrics, ev, train_s, dt)
+        if not last:  # between chunks: a sweep's population-based training round
+            t = time.time()
+            state = outputs.adapt(i + 1, state)
+            train_s += time.time() - t
         interrupted = stop is not None and stop.signum is not None and not last
         if (i + 1) % run.checkpoint_every == 0 or last or interrupted:
             outputs.save(i + 1, state)

@@ -10,9 +10,14 @@ write it (config.json, metrics.jsonl, TensorBoard, checkpoints, final_params, su
 keys are those of that standalone run. `<sweep_dir>/sweep.json` holds the sweep;
 `summary.{md,json,csv,png}` (`sweep_report`) compare the members at the end.
 
+With `pbt` (`jaxrl sweep --pbt`, `jaxrl.run.pbt`) the members form a population: every few
+chunks the worst copy the state of the best and perturb their searched hyperparameters, on the
+devices, between two chunks of the same program; `<sweep_dir>/pbt.jsonl` keeps the lineage and
+the summary names the best final member with its schedule.
+
 Resume: `jaxrl sweep --resume SWEEP_DIR` restores every member from the latest chunk that all of
-them saved and continues; the result (and the summary) is bit-identical to an uninterrupted sweep
-on the same machine.
+them saved and continues; the result (and the summary, and a PBT sweep's lineage) is
+bit-identical to an uninterrupted sweep on the same machine.
 """
 
 from __future__ import annotations
@@ -25,18 +30,28 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl.engine import checks, loop, parallel
-from jaxrl.run import checkpoint, distributed, guards, restore, session, sweep_report, warm_start
+from jaxrl.engine import checks, contract, loop, parallel
+from jaxrl.run import (
+    checkpoint,
+    distributed,
+    guards,
+    member_state,
+    pbt,
+    restore,
+    session,
+    sweep_report,
+    warm_start,
+)
 from jaxrl.run.assemble import build, build_agent, eval_key
 from jaxrl.run.devices import compile_chunk, compile_init, placement
 from jaxrl.run.evaluation import make_evaluator
 from jaxrl.run.logging import Logger
+from jaxrl.run.member_state import MEMBERS_DIR, member_dir  # noqa: F401  (the sweep's names)
 from jaxrl.run.session import Program
 from jaxrl.run.sweep_progress import SweepProgress
 from jaxrl.run.sweep_spec import Member
 
 SWEEP_FILE = "sweep.json"
-MEMBERS_DIR = "members"
 
 
 @dataclasses.dataclass
@@ -48,6 +63,8 @@ class SweepResult:
     summary: dict
     compile_seconds: float
     train_seconds: float
+    lineage: list[dict] = dataclasses.field(default_factory=list)
+    """A PBT sweep's `pbt.jsonl` rows (`jaxrl.run.pbt.Lineage`); empty otherwise."""
 
 
 def member_configs(m: Member, cfg: loop.TrainConfig, agent_config, run: loop.RunConfig):
@@ -57,17 +74,15 @@ def member_configs(m: Member, cfg: loop.TrainConfig, agent_config, run: loop.Run
             dataclasses.replace(run, seed=m.seed))
 
 
-def member_dir(sweep_dir: str, m: Member) -> str:
-    return os.path.join(sweep_dir, MEMBERS_DIR, m.name)
-
-
 def _sweep_cfg(cfg: loop.TrainConfig, members: list[Member]) -> loop.TrainConfig:
     return dataclasses.replace(cfg, num_seeds=len(members))
 
 
 def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=None,
-            run: loop.RunConfig | None = None):
-    """Validates every member, then writes sweep.json and each member's config.json.
+            run: loop.RunConfig | None = None, search: dict | None = None,
+            pbt_config: pbt.PBTConfig | None = None):
+    """Validates every member (and the PBT settings), then writes sweep.json, each member's
+    config.json and a PBT sweep's first lineage rows.
 
     Raises:
         ValueError: bad config, a member's hyperparameter out of range, or a sweep dir that
@@ -81,6 +96,10 @@ def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=
         raise ValueError("the sweep has no members.")
     run = run or loop.RunConfig()
     run.validate()
+    search = {"grid": dict((search or {}).get("grid", {})),
+              "random": dict((search or {}).get("random", {}))}
+    if pbt_config is not None:
+        _population_space(agent_name, cfg, members, search, pbt_config)
     if jax.process_count() > 1:  # every process checked for an old sweep.json before any writes
         from jax.experimental import multihost_utils
 
@@ -105,14 +124,32 @@ def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=
             json.dump({"agent": agent_name, "env": env_name, "preset": preset,
                        "train": dataclasses.asdict(cfg), "run": dataclasses.asdict(run),
                        "agent_config": dataclasses.asdict(agent_config),
-                       "members": [dataclasses.asdict(m) for m in members]},
+                       "members": [dataclasses.asdict(m) for m in members],
+                       "search": search,
+                       "pbt": dataclasses.asdict(pbt_config) if pbt_config else None},
                       f, indent=2, default=str)
+        if pbt_config is not None:
+            pbt.Lineage(sweep_dir).write_start(members)
     return agent, env, spec, resolved
+
+
+def _population_space(agent_name, cfg, members, search, pbt_config) -> dict:
+    """The PBT search space (`pbt.search_space`) after checking the settings.
+
+    Raises:
+        ValueError: as `PBTConfig.validate` and `pbt.check_space` (before compiling).
+    """
+    agent_cls = contract.lookup(agent_name)[0]
+    pbt_config.validate(len(members), cfg.num_eval_envs)
+    space = pbt.search_space(search["grid"], search["random"], agent_cls.HP_RANGES)
+    pbt.check_space(space, agent_cls, agent_name.replace("-", "_"))
+    return space
 
 
 def run_sweep(agent_name, env_name, cfg, agent_config, members, sweep_dir, progress=True,
               preset=None, programs: str | None = None,
-              run: loop.RunConfig | None = None) -> SweepResult:
+              run: loop.RunConfig | None = None, search: dict | None = None,
+              pbt_config: pbt.PBTConfig | None = None) -> SweepResult:
     """Trains `members` of (agent, env, cfg, agent_config) together; see the module docstring.
 
     Args:
@@ -124,6 +161,10 @@ def run_sweep(agent_name, env_name, cfg, agent_config, members, sweep_dir, progr
             config whose programs are stored loads them; otherwise it compiles and stores
             them. None: always compile, store nothing.
         run: the host settings shared by the members (checkpoints, logger, time budget).
+        search: `{"grid": {name: values}, "random": {name: (dist, low, high)}}` the members
+            came from (kept in sweep.json; PBT's search space).
+        pbt_config: population-based training between chunks (`jaxrl.run.pbt`); None: a
+            plain grid / random search.
 
     Raises:
         ValueError: as `prepare` (before compiling); NonFiniteError and TrainingInterrupted as
@@ -131,10 +172,32 @@ def run_sweep(agent_name, env_name, cfg, agent_config, members, sweep_dir, progr
     """
     run = run or loop.RunConfig()
     agent, env, spec, resolved = prepare(agent_name, env_name, cfg, agent_config, members,
-                                         sweep_dir, preset, run)
+                                         sweep_dir, preset, run, search, pbt_config)
     warm = warm_start.lookup(programs, agent_name, env_name, _sweep_cfg(cfg, members),
                              agent_config, None, kind="sweep")
-    return _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress, warm)
+    population = _population(agent, agent_name, cfg, members, sweep_dir, pbt_config, search)
+    return _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress, warm,
+                    population=population)
+
+
+def _population(agent, agent_name, cfg, members, sweep_dir, config, search):
+    """The PBT rounds (`pbt.Population`) of a sweep with `config`, else None."""
+    if config is None:
+        return None
+    search = search or {}
+    search = {"grid": search.get("grid", {}),
+              "random": {k: tuple(v) for k, v in search.get("random", {}).items()}}
+    space = _population_space(agent_name, cfg, members, search, config)
+    return pbt.Population(agent, config, space, [m.name for m in members], sweep_dir,
+                          distributed.is_primary())
+
+
+def _pbt_config(spec_json: dict) -> pbt.PBTConfig | None:
+    """The PBT settings saved in sweep.json (None: not a PBT sweep)."""
+    saved = spec_json.get("pbt")
+    if not saved:
+        return None
+    return checkpoint.config_from_dict(pbt.PBTConfig, saved)
 
 
 def _init_args(resolved: list[dict], members: list[Member]):
@@ -175,8 +238,12 @@ def resume_sweep(sweep_dir: str, progress: bool = True, programs: str | None = N
         made = loop.make_train(agent, env, spec, scfg)  # once per sweep
         abstract = checkpoint.abstract_runner(agent, env, spec, scfg, None, init=made[0])[0]
     state, records = _restore_members(agent, abstract, members, sweep_dir, step)
+    population = _population(agent, agent_name, cfg, members, sweep_dir, _pbt_config(spec_json),
+                             spec_json.get("search"))
+    if population is not None:
+        population.lineage.cut(step)
     return _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress, warm,
-                    records, (state, stored, notes, made))
+                    records, (state, stored, notes, made), population)
 
 
 def read_sweep(sweep_dir: str) -> dict:
@@ -230,11 +297,12 @@ def _restore_members(agent, abstract, members, sweep_dir, step):
 
 
 def _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress, warm,
-             records=None, resumed=None):
+             records=None, resumed=None, population=None):
     """The run session (`session.run_session`) of the `[S]` program with one run dir per
     member. `resumed`: (restored state, loaded programs or None, notes, (init, chunk) or None)
-    of a resume."""
-    outputs = MemberOutputs(agent, cfg, run, members, sweep_dir, resolved, progress, records)
+    of a resume; `population`: a PBT sweep's rounds."""
+    outputs = MemberOutputs(agent, cfg, run, members, sweep_dir, resolved, progress, records,
+                            population)
 
     def prepare(note):
         for text in resumed[2] if resumed else []:
@@ -243,8 +311,12 @@ def _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress,
         n = len(members)
         note(f"{'loading' if stored else 'compiling'} {n} member{'' if n == 1 else 's'} as one "
              "program ...")
-        return _programs(agent, env, spec, cfg, members, resolved, warm, stored,
-                         resumed[0] if resumed else None, note, resumed[3] if resumed else None)
+        program = _programs(agent, env, spec, cfg, members, resolved, warm, stored,
+                            resumed[0] if resumed else None, note,
+                            resumed[3] if resumed else None)
+        if population is not None:
+            population.compile(program.state)
+        return program
 
     per_member = cfg.iterations_per_chunk * cfg.env_steps_per_iteration
     return session.run_session(agent, _sweep_cfg(cfg, members), run, prepare, outputs,
@@ -283,69 +355,6 @@ def _programs(agent, env, spec, cfg, members, resolved, warm, stored, restored, 
     return Program(state, chunk, evaluator, f"members on {devices} device(s)", "compiled")
 
 
-def _member(tree, i: int):
-    """Member i of a stacked tree, keeping a leading axis of 1 (a 1-seed run's layout)."""
-    return jax.tree.map(lambda x: x[i : i + 1], tree)
-
-
-def _owners(state) -> list[int]:
-    """The process that writes each member's checkpoints: the one whose device holds the member
-    (members on a `seed` mesh), else process 0 (members on one device, or data-parallel members
-    spread over processes, which `_local_members` gathers first)."""
-    leaves = jax.tree.leaves(state)
-    num = leaves[0].shape[0]
-    owners = [0] * num
-    if not all(_by_member(x) for x in leaves):
-        return owners
-    for device, index in leaves[0].sharding.devices_indices_map(leaves[0].shape).items():
-        for row in range(num)[index[0]]:
-            owners[row] = device.process_index
-    return owners
-
-
-def _by_member(x) -> bool:
-    """Whether `x` is split on its member axis only (each device holds whole members)."""
-    if not isinstance(x, jax.Array) or x.is_fully_addressable:
-        return False
-    shard = x.addressable_shards[0]
-    return all(i == slice(None) or (i.start in (0, None) and i.stop in (n, None))
-               for i, n in zip(shard.index[1:], x.shape[1:], strict=True))
-
-
-def _local_members(state, wanted: set[int]) -> dict[int, object]:
-    """Host NumPy states `[1, ...]` of the `wanted` members, read from this process's shards (no
-    collective); a state not split by member is fetched whole (every process must call it)."""
-    leaves, treedef = jax.tree.flatten(state)
-    if not all(_by_member(x) for x in leaves):
-        full = parallel.fetch(state)
-        return {i: _member(full, i) for i in wanted}
-    rows = []
-    for x in leaves:
-        held = {}
-        for shard in x.addressable_shards:
-            data = np.asarray(shard.data)
-            for k, row in enumerate(range(x.shape[0])[shard.index[0]]):
-                held.setdefault(row, data[k : k + 1])
-        rows.append(held)
-    return {i: jax.tree.unflatten(treedef, [held[i] for held in rows]) for i in wanted}
-
-
-def _savers(state, members, sweep_dir, run, agent, resumed_at: int) -> list:
-    """One `Checkpointer` per member this process holds (`_owners`), None for the others; each
-    writes with this process alone, so processes never wait on each other's member saves. On
-    resume, a member's chunks after `resumed_at` (saved before its peers') are deleted."""
-    me, out = jax.process_index(), []
-    for m, owner in zip(members, _owners(state), strict=True):
-        saver = None
-        if owner == me:
-            saver = checkpoint.Checkpointer(member_dir(sweep_dir, m), run.keep_checkpoints,
-                                            run.checkpoint_replay, agent=agent, local=True)
-            if resumed_at:
-                saver.delete_after(resumed_at)
-        out.append(saver)
-    return out
-
-
 def _eval_keys(state, members, chunk_index: int):
     """Member i's eval key at chunk c (`assemble.eval_key`), as its standalone run uses."""
     return jnp.stack([eval_key(state.key, m.seed, chunk_index) for m in members])
@@ -356,14 +365,16 @@ class MemberOutputs:
     records, logger and checkpointer (the members this process holds), one progress bar for
     all, and the sweep's summary at the end."""
 
-    def __init__(self, agent, cfg, run, members, sweep_dir, resolved, progress, records=None):
+    def __init__(self, agent, cfg, run, members, sweep_dir, resolved, progress, records=None,
+                 population: pbt.Population | None = None):
         self.agent, self.cfg, self.run, self.members = agent, cfg, run, members
+        self.population = population
         self.sweep_dir, self.resolved = sweep_dir, resolved
         self.records = records or [[] for _ in members]
         self.done = len(self.records[0])
         self.train_seconds = float(self.records[0][-1]["wall_time"]) if self.done else 0.0
         self.primary = distributed.is_primary()
-        self.savers = []  # this process's members' (`_owners`), None for the others
+        self.savers = []  # this process's members' (`member_state.owners`), None for others
         self.loggers = [Logger(member_dir(sweep_dir, m) if self.primary else None,
                                cfg.real_total_env_steps, False,
                                **session.logger_options(run, member_dir(sweep_dir, m), res))
@@ -376,7 +387,7 @@ class MemberOutputs:
         self.bar.message(text)
 
     def placed(self, program, compile_s: float) -> str:
-        self.savers += _savers(program.state, self.members, self.sweep_dir, self.run,
+        self.savers += member_state.savers(program.state, self.members, self.sweep_dir, self.run,
                                self.agent, self.done)
         return f"{program.verb} in {compile_s:.1f} s; layout {self.layout}, {program.text}"
 
@@ -397,8 +408,17 @@ class MemberOutputs:
         self.bar.update(c + 1, [r[-1] for r in self.records],
                         self.per_member * len(self.members) * (c + 1) / max(train_s, 1e-9))
 
+    def adapt(self, chunk: int, state):
+        """A PBT round after `chunk` when one is due (`pbt.Population`), else `state`."""
+        if self.population is None or not self.population.due(chunk, self.cfg.num_chunks):
+            return state
+        state, line = self.population.step(state, self.records, chunk, self.per_member * chunk)
+        self.bar.message(line)
+        return state
+
     def save(self, chunk: int, state) -> None:
-        mine = _local_members(state, {i for i, s in enumerate(self.savers) if s is not None})
+        mine = member_state.local_members(
+            state, {i for i, s in enumerate(self.savers) if s is not None})
         for i, part in sorted(mine.items()):
             self.savers[i].save(chunk, part, self.records[i], self.resolved[i])
 
@@ -423,11 +443,14 @@ class MemberOutputs:
         records = self.records
         params = parallel.fetch(self.agent.params_of(state.agent_state))  # every process
         for i, m in enumerate(self.members):
-            session.write_final(member_dir(self.sweep_dir, m), _member(params, i), self.primary,
+            session.write_final(member_dir(self.sweep_dir, m), member_state.member(params, i),
+                                self.primary,
                                 {"compile_seconds": compile_s, "train_seconds": train_s,
                                  "env_steps": records[i][-1]["env_steps"] if records[i] else 0,
                                  "layout": records[i][-1]["layout"] if records[i] else "",
                                  "final": records[i][-1] if records[i] else {}})
-        summary = (sweep_report.write(self.sweep_dir, self.members, records, compile_s, train_s)
-                   if self.primary else {})
-        return SweepResult(state, records, summary, compile_s, train_s)
+        lineage = pbt.read_lineage(self.sweep_dir) if self.population and self.primary else []
+        metric = self.population.cfg.metric if self.population else None
+        summary = (sweep_report.write(self.sweep_dir, self.members, records, compile_s, train_s,
+                                      lineage, metric) if self.primary else {})
+        return SweepResult(state, records, summary, compile_s, train_s, lineage)

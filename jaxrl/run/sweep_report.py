@@ -16,6 +16,8 @@ import os
 
 import numpy as np
 
+from jaxrl.run import pbt_report
+
 METRIC = "eval/episode_return"
 
 
@@ -113,8 +115,12 @@ def figure(members, records, points, names):
     return fig
 
 
-def write(sweep_dir: str, members, records, compile_s: float, train_s: float) -> dict:
-    """Writes summary.{json,md,csv,png} to `sweep_dir` and returns the summary dict."""
+def write(sweep_dir: str, members, records, compile_s: float, train_s: float,
+          lineage: list[dict] | None = None, pbt_metric: str | None = None) -> dict:
+    """Writes summary.{json,md,csv,png} to `sweep_dir` and returns the summary dict. A PBT
+    sweep (`pbt_metric` set, `lineage` its `pbt.jsonl` rows) also gets `summary["pbt"]`
+    (`pbt_report.summarize`), that paragraph first in summary.md, and `pbt.png`; its points are
+    the members' starting values."""
     names = list(members[0].values) if members else []
     rows = member_rows(members, records)
     points = point_rows(members, rows)
@@ -122,10 +128,17 @@ def write(sweep_dir: str, members, records, compile_s: float, train_s: float) ->
     summary = {"points": points, "members": rows, "swept": names,
                "compile_seconds": compile_s, "train_seconds": train_s,
                "total_env_steps": steps, "total_sps": steps / max(train_s, 1e-9)}
+    head = ""
+    if pbt_metric is not None:
+        summary["pbt"] = pbt_report.summarize(members, records, lineage or [], pbt_metric)
+        head = pbt_report.markdown(summary["pbt"]) + "\n"
+        pbt_report.figure(members, records, lineage or [], summary["pbt"],
+                          max((r["env_steps"] for r in rows), default=0)).savefig(
+            os.path.join(sweep_dir, pbt_report.FIGURE), dpi=110)
     with open(os.path.join(sweep_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2, default=str)
     with open(os.path.join(sweep_dir, "summary.md"), "w") as f:
-        f.write(markdown(points, rows, names))
+        f.write(head + markdown(points, rows, names))
     with open(os.path.join(sweep_dir, "summary.csv"), "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
