@@ -15,8 +15,8 @@ from jaxrl._version import __version__
 _API = ("train", "resume", "sweep", "load_run", "evaluate", "export", "render", "closed_loop",
         "make_env", "get_agent", "list_agents", "list_envs", "list_presets", "get_preset",
         "resolve", "TrainConfig", "RunConfig", "Preset", "LoadedRun", "RunResult", "SweepResult",
-        "PBTConfig", "PPOConfig", "SACConfig", "WarpSACConfig", "FastDSACConfig", "PQLConfig", "FPOConfig",
-        "PolicyFlowConfig", "FlowSACConfig", "CRLConfig", "CPPOConfig")
+        "PBTConfig", "PPOConfig", "SACConfig", "WarpSACConfig", "FastDSACConfig", "PQLConfig",
+        "FPOConfig", "PolicyFlowConfig", "FlowSACConfig", "CRLConfig", "CPPOConfig")
 __all__ = ["__version__", *_API]  # noqa: PLE0604
 
 def __getattr__(name: str):
