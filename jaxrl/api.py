@@ -152,8 +152,9 @@ def sweep(preset: str | None = None, *, sweep_dir: str, grid: dict | None = None
         seeds: every point runs each seed.
         sweep_dir: output folder (a summary and one run dir per member under `members/`).
         pbt: population-based training over the `grid` / `random` names (`jaxrl sweep
-            --pbt`; `PBTConfig()` for the defaults); the result's `lineage` and
-            `summary["pbt"]` name the best member and its schedule.
+            --pbt`; `PBTConfig()` for the defaults); member i then trains with seed
+            `seeds[0] + i`. The result's `lineage` and `summary["pbt"]` name the best member
+            and its schedule.
         Others: as `train`.
 
     Raises:
@@ -174,7 +175,7 @@ def sweep(preset: str | None = None, *, sweep_dir: str, grid: dict | None = None
     search = {"grid": sweep_spec.parse_grid(items, group, hp_fields, fields),
               "random": sweep_spec.parse_random(draws, group, hp_fields, fields)}
     points = sweep_spec.points(search["grid"], search["random"], num_samples, sample_seed)
-    members = sweep_spec.members(points, list(seeds))
+    members = sweep_spec.members(points, list(seeds), distinct_seeds=pbt is not None)
     return sweeps.run_sweep(agent, env, cfg, agent_config, members, sweep_dir, progress,
                             preset, programs, run, search, pbt)
 

@@ -120,16 +120,21 @@ def resolve(argv: list[str]):
                          "--random.")
     seeds = [args.run.seed + i for i in range(args.train.num_seeds)]
     points = sweep_spec.points(grid, random, args.num_samples, args.sample_seed)
-    return (args, sweep_spec.members(points, seeds), args.train, agent_cfg,
-            {"grid": grid, "random": random}, pbt_config(args))
+    return (args, sweep_spec.members(points, seeds, distinct_seeds=args.pbt), args.train,
+            agent_cfg, {"grid": grid, "random": random}, pbt_config(args))
 
 
 def _check_dir_flags(argv: list[str]) -> None:
     """`--run-dir` is train's: a sweep's output folder is `--sweep-dir` (one name for one
-    thing; tyro alone would print its own usage text)."""
+    thing; tyro alone would print its own usage text); `--grid` / `--random` take all their
+    items at once."""
     if any(a == "--run-dir" or a.startswith("--run-dir=") for a in argv):
         raise ValueError("jaxrl sweep names its output folder with --sweep-dir (each member's "
                          "run dir is <sweep-dir>/members/<name>); --run-dir is train's flag.")
+    for flag in ("--grid", "--random"):  # a second one would silently replace the first
+        if sum(a == flag or a.startswith(flag + "=") for a in argv) > 1:
+            raise ValueError(f"{flag} is given twice: list every item after one {flag} "
+                             f"({flag} A=... B=...).")
 
 
 def _check_resume_flags(argv: list[str]) -> str:

@@ -267,7 +267,8 @@ class Lineage:
                 f.write(json.dumps({"chunk": 0, "env_steps": 0, "member": m.index,
                                     "name": m.name, "parent": m.index, "parent_name": m.name,
                                     "copied": False, "score": None,
-                                    "hp": dict(m.values)}) + "\n")
+                                    "hp": {k: float(np.float32(v))  # as the state holds it
+                                           for k, v in sorted(m.values.items())}}) + "\n")
 
     def write_round(self, chunk, env_steps, names, scores, parent, hp) -> list[dict]:
         rows = []

@@ -151,12 +151,18 @@ def points(grid: dict, random: dict, num_samples: int, sample_seed: int) -> list
     return out
 
 
-def members(points_: list[dict], seeds: list[int]) -> list[Member]:
-    """Every point x every seed, point-major (members of a point are adjacent)."""
+def members(points_: list[dict], seeds: list[int], distinct_seeds: bool = False
+            ) -> list[Member]:
+    """Every point x every seed, point-major (members of a point are adjacent).
+
+    `distinct_seeds` (population-based training): member i gets seed `seeds[0] + i` instead,
+    so no two members share PRNG keys or env states (a grid sweep instead gives every point
+    the same seeds: common random numbers between points)."""
     out = []
     for p, values in enumerate(points_):
         for seed in seeds:
             i = len(out)
+            seed = seeds[0] + i if distinct_seeds else seed
             tag = "_".join(f"{k}={v:.4g}" for k, v in values.items())
             name = f"m{i:03d}" + (f"_{tag}" if tag else "") + f"_seed={seed}"
             out.append(Member(index=i, name=name, seed=seed, point=p, values=dict(values)))

@@ -80,6 +80,8 @@ def test_cli_bad_input_fails_before_compiling(tmp_path):
         (["--grid", "ppo.learning_rate=2.0"], "outside"),  # out of HP_RANGES
         (["--grid", "ppo.gamma=0.9", "--num-devices", "3"], "does not divide num_envs"),
         (["--run-dir", str(tmp_path / "r")], "names its output folder with --sweep-dir"),
+        (["--grid", "ppo.gamma=0.9,0.99", "--grid", "ppo.learning_rate=1e-3,3e-3"],
+         "--grid is given twice"),
     ):
         with pytest.raises(SystemExit) as exit_:
             cli.main(base + extra)
