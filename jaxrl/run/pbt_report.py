@@ -39,6 +39,8 @@ def markdown(info: dict) -> str:
     for seg in info["schedule"]:
         values = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(seg["hp"].items()))
         lines.append(f"- from chunk {seg['chunk']}: {values} (trained as {seg['member']})")
+    lines.append("\nThe tables below list each member's starting values; pbt.jsonl has every "
+                 "round (parents, scores, values) and pbt.png draws them.")
     return "\n".join(lines) + "\n"
 
 

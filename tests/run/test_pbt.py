@@ -248,3 +248,20 @@ def test_pbt_needs_a_search_space_and_running_hyperparameters(tmp_path):
             cli.main(base + argv)
         assert message in str(exit_.value.code), (argv, exit_.value.code)
     assert not (tmp_path / "s").exists()
+
+
+def test_off_policy_pbt_sweep_keeps_its_buffers(tmp_path):
+    """SAC with `replay="keep"`: a member that copied keeps filling its own buffer, so the
+    buffers stay apart while the parameters were copied."""
+    import jaxrl
+
+    result = jaxrl.sweep("sac-toy-cpu", sweep_dir=str(tmp_path / "sac"),
+                         grid={"tau": [0.01, 0.05]}, seeds=[0, 1], num_chunks=3,
+                         pbt=jaxrl.PBTConfig(interval=1, replay="keep", fraction=0.5))
+    rows = result.lineage
+    assert [r["chunk"] for r in rows] == [0] * 4 + [1] * 4 + [2] * 4
+    assert sum(r["copied"] for r in rows if r["chunk"] == 1) == 2
+    buffers = result.runner.agent_state.buffer.data
+    first = np.asarray(jax.tree.leaves(buffers)[0])
+    assert len({first[i].tobytes() for i in range(4)}) == 4
+    assert result.summary["pbt"]["best"] in {r["name"] for r in rows}

@@ -52,3 +52,17 @@ def test_train_resume_and_sweep_build_their_program_once(counted, tmp_path):
         shutil.rmtree(os.path.join(sweep.member_dir(sweep_dir, m), "checkpoints", "2"))
     sweep.resume_sweep(sweep_dir, progress=False)
     assert counted == {"make_train": 4, "run_session": 4}
+
+
+def test_every_outputs_class_has_the_whole_protocol():
+    """`run_session` calls every method of `session.Outputs` (a new one, like `adapt`, must be
+    in both the run's and the sweep's outputs), with the protocol's parameters."""
+    import inspect
+
+    wanted = {name: inspect.signature(fn) for name, fn in vars(session.Outputs).items()
+              if callable(fn) and not name.startswith("_")}
+    assert {"adapt", "record", "save", "finish"} <= set(wanted)
+    for cls in (runner.RunOutputs, sweep.MemberOutputs):
+        for name, sig in wanted.items():
+            got = inspect.signature(getattr(cls, name))
+            assert list(got.parameters) == list(sig.parameters), (cls.__name__, name)
