@@ -274,7 +274,9 @@ class RunOutputs:
         the run's keys are typed), so a resumed run evaluates as the uninterrupted one did."""
         return eval_key(state.key, self.run.seed, chunk_index)
 
-    def record(self, i: int, metrics: dict, ev: dict | None, train_s: float, dt: float):
+    def record(self, chunk_index: int, metrics: dict, ev: dict | None, train_s: float,
+               dt: float):
+        i = chunk_index
         rec = {"chunk": i + 1, "env_steps": self.steps_per_chunk * (i + 1), "wall_time": train_s,
                "perf/sps": self.steps_per_chunk / dt, "layout": self.layout}
         rec.update({k: float(np.mean(v)) for k, v in metrics.items()})

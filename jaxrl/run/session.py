@@ -49,7 +49,7 @@ class Outputs(Protocol):
     """Training time of those chunks."""
 
     def message(self, text: str) -> None: ...
-    def placed(self, program: Program, compile_seconds: float) -> str:
+    def placed(self, program: Program, compile_s: float) -> str:
         """Called once the program is ready; returns the line that says so."""
     def eval_keys(self, state: loop.RunState, chunk_index: int) -> Any: ...
     def record(self, chunk_index: int, metrics: dict, ev: dict | None, train_s: float,

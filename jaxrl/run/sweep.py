@@ -394,7 +394,9 @@ class MemberOutputs:
     def eval_keys(self, state, chunk_index: int):
         return _eval_keys(state, self.members, chunk_index)
 
-    def record(self, c: int, metrics: dict, ev: dict | None, train_s: float, dt: float):
+    def record(self, chunk_index: int, metrics: dict, ev: dict | None, train_s: float,
+               dt: float):
+        c = chunk_index
         for i in range(len(self.members)):
             rec = {"chunk": c + 1, "env_steps": self.per_member * (c + 1), "wall_time": train_s,
                    "perf/sps": self.per_member / dt, "layout": self.layout}
