@@ -34,7 +34,7 @@ res = runner.train("ppo", "PointMass1D", cfg, agent_cfg, run_dir=os.path.join(ou
                    progress=False)
 params = parallel.fetch(res.runner.agent_state.params)
 flat = np.concatenate([np.asarray(x, np.float64).ravel() for x in jax.tree.leaves(params)])
-from jaxrl.run import sweep, sweep_spec
+from jaxrl.run import member_state, sweep, sweep_spec
 
 grid = sweep_spec.parse_grid(["ppo.learning_rate=3e-4,1e-3"], "ppo", ("learning_rate",), ())
 members = sweep_spec.members(sweep_spec.points(grid, {}, 0, 0), [0, 1])
@@ -47,7 +47,14 @@ result = {"process": jax.process_index(), "processes": jax.process_count(),
           "devices": len(jax.devices()), "local_devices": len(jax.local_devices()),
           "params": flat.tolist(), "return": res.records[-1]["eval/episode_return"],
           "members": [m.name for m in members], "member_params": member_flat.tolist(),
-          "owners": sweep._owners(swept.runner)}
+          "owners": member_state.owners(swept.runner)}
+from jaxrl.run import pbt
+pbt_members = sweep_spec.members(sweep_spec.points(grid, {}, 0, 0), [0, 1], distinct_seeds=True)
+pbt_dir = os.path.join(out, "pbt")
+sweep.run_sweep("ppo", "PointMass1D", dataclasses.replace(cfg, num_devices=1), agent_cfg,
+                pbt_members, pbt_dir, progress=False, search={"grid": grid},
+                pbt_config=pbt.PBTConfig(interval=1, fraction=0.5))
+result["pbt_lineage"] = pbt.read_lineage(pbt_dir)
 print("RESULT " + json.dumps(result))
 """
 
@@ -112,3 +119,10 @@ def test_two_processes_equal_one_process_with_four_devices(tmp_path):
         assert (member / "final_params").is_dir() and (member / "summary.json").is_file()
     summary = json.load(open(tmp_path / "two" / "sweep" / "summary.json"))
     assert len(summary["members"]) == 4
+    # A PBT sweep across the two processes: its round gathers members from the other process;
+    # process 0 writes the lineage once, with the same parents as in one process.
+    rows = two[0]["pbt_lineage"]
+    assert [r["chunk"] for r in rows] == [0] * 4 + [1] * 4
+    assert sum(r["copied"] for r in rows) == 2
+    assert [r["parent"] for r in rows] == [r["parent"] for r in one["pbt_lineage"]]
+    assert "pbt" in json.load(open(tmp_path / "two" / "pbt" / "summary.json"))

@@ -265,3 +265,50 @@ def test_off_policy_pbt_sweep_keeps_its_buffers(tmp_path):
     first = np.asarray(jax.tree.leaves(buffers)[0])
     assert len({first[i].tobytes() for i in range(4)}) == 4
     assert result.summary["pbt"]["best"] in {r["name"] for r in rows}
+
+
+@pytest.mark.slow  # two sweep processes (one killed with SIGKILL) and a resume
+def test_kill_9_then_resume_gives_the_same_lineage_and_params(tmp_path):
+    """A real `kill -9` in the middle of a PBT sweep (mid-chunk, possibly mid-write), then
+    `jaxrl sweep --resume`: the lineage and every member's final state equal the
+    uninterrupted sweep's."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    argv = ["sweep", "--preset", "ppo-toy-cpu", "--random",
+            "ppo.learning_rate=loguniform:1e-4:1e-2", "--num-samples", "4", "--pbt",
+            "--pbt-interval", "2", "--num-chunks", "12", "--total-env-steps", "600000",
+            "--num-eval-envs", "8", "--no-progress"]
+
+    def sweep_cli(*extra, wait=True):
+        cmd = [sys.executable, "-m", "jaxrl.run.cli", *extra]
+        if not wait:
+            return subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+        proc = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc
+
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    sweep_cli(*argv, "--sweep-dir", str(straight))
+    proc = sweep_cli(*argv, "--sweep-dir", str(killed), wait=False)
+    first = killed / "members"
+    deadline = time.time() + 300
+    while time.time() < deadline:  # kill once some member saved chunk 5 (rounds at 2 and 4)
+        if first.exists() and any((d / "checkpoints" / "5").exists() for d in first.iterdir()):
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert not (killed / "summary.json").exists()  # it did not finish
+    sweep_cli("sweep", "--resume", str(killed), "--no-progress")
+    assert pbt.read_lineage(str(killed)) == pbt.read_lineage(str(straight))
+    spec = json.loads((straight / "sweep.json").read_text())
+    for m in (sweep_spec.Member(**x) for x in spec["members"]):
+        assert_trees_equal(checkpoint.load_run(sweep.member_dir(str(straight), m)).runner,
+                           checkpoint.load_run(sweep.member_dir(str(killed), m)).runner)
