@@ -141,7 +141,7 @@ def sweep(preset: str | None = None, *, sweep_dir: str, grid: dict | None = None
           seeds: Sequence[int] = (0,), agent: str | None = None, env: str | None = None,
           train_config: TrainConfig | None = None, agent_config=None,
           run_config: RunConfig | None = None, progress: bool = False,
-          programs: str | None = None, pbt: PBTConfig | None = None,
+          programs: str | None = None, pbt: PBTConfig | bool | None = None,
           **overrides) -> SweepResult:
     """Trains seeds x hyperparameter points as one program (`jaxrl sweep`).
 
@@ -152,7 +152,7 @@ def sweep(preset: str | None = None, *, sweep_dir: str, grid: dict | None = None
         seeds: every point runs each seed.
         sweep_dir: output folder (a summary and one run dir per member under `members/`).
         pbt: population-based training over the `grid` / `random` names (`jaxrl sweep
-            --pbt`; `PBTConfig()` for the defaults); member i then trains with seed
+            --pbt`; `True` or `PBTConfig()` for the defaults); member i then trains with seed
             `seeds[0] + i`. The result's `lineage` and `summary["pbt"]` name the best member
             and its schedule.
         Others: as `train`.
@@ -165,6 +165,7 @@ def sweep(preset: str | None = None, *, sweep_dir: str, grid: dict | None = None
 
     agent, env, cfg, agent_config, run = resolve(preset, agent, env, train_config, agent_config,
                                                  run_config, **overrides)
+    pbt = PBTConfig() if pbt is True else (pbt or None)
     hp_fields = get_agent(agent)[0].HP_FIELDS
     fields = tuple(f.name for f in dataclasses.fields(agent_config))
     group = agent.replace("-", "_")

@@ -27,8 +27,9 @@ from jaxrl.run.cli_commands import COMMANDS
 GRID_HELP = ("Grid points: NAME=V1,V2,... per float hyperparameter (e.g. "
              "ppo.learning_rate=1e-4,3e-4); several names make the cartesian product.")
 RESUME_HELP = ("Continue the sweep in this sweep dir from its members' latest common "
-               "checkpoint, with its saved sweep.json (no other flag but --no-progress and the "
-               "process flags).")
+               "checkpoint, with its saved sweep.json (no other flag but --max-train-seconds, "
+               "which sets a new budget for the whole sweep's training time, --no-progress and "
+               "the process flags).")
 RANDOM_HELP = ("Random search: NAME=uniform:LOW:HIGH or NAME=loguniform:LOW:HIGH; "
                "--num-samples draws (per grid point when --grid is given too).")
 PBT_HELP = ("Population-based training: every --pbt-interval chunks the bottom --pbt-fraction "
@@ -118,6 +119,9 @@ def resolve(argv: list[str]):
     if set(grid) & set(random):
         raise ValueError(f"{', '.join(sorted(set(grid) & set(random)))} is in both --grid and "
                          "--random.")
+    stray = [a.split("=", 1)[0] for a in argv if a.startswith("--pbt-")]
+    if stray and not args.pbt:
+        raise ValueError(f"{stray[0]} sets population-based training: add --pbt.")
     seeds = [args.run.seed + i for i in range(args.train.num_seeds)]
     points = sweep_spec.points(grid, random, args.num_samples, args.sample_seed)
     return (args, sweep_spec.members(points, seeds, distinct_seeds=args.pbt), args.train,
@@ -139,13 +143,23 @@ def _check_dir_flags(argv: list[str]) -> None:
 
 def _check_resume_flags(argv: list[str]) -> str:
     allowed = {"--resume", "--progress", "--no-progress", "--no-compile-cache",
-               "--compile-cache", "--coordinator-address", "--num-processes", "--process-id"}
+               "--compile-cache", "--coordinator-address", "--num-processes", "--process-id",
+               "--max-train-seconds"}
     flags = [a.split("=", 1)[0] for a in argv if a.startswith("--")]
     extra = [f for f in flags if f not in allowed]
     if extra:
         raise ValueError(f"--resume continues a sweep with its saved sweep.json; drop "
                          f"{', '.join(extra)}.")
     return cli.flag_value(argv, "--resume")
+
+
+def _seconds(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"--max-train-seconds takes a number of seconds, got {text!r}.") from None
 
 
 def main(argv: list[str]) -> None:
@@ -162,8 +176,10 @@ def main(argv: list[str]) -> None:
         if cli.flag_value(argv, "--resume") is not None:
             sweep_dir = _check_resume_flags(argv)
             process.provide_cpu_devices(len(sweep.read_sweep(sweep_dir)["members"]))
+            budget = cli.flag_value(argv, "--max-train-seconds")
             result = sweep.resume_sweep(sweep_dir, "--no-progress" not in argv,
-                                        programs=process.program_store())
+                                        programs=process.program_store(),
+                                        max_train_seconds=_seconds(budget))
         else:
             args, members, cfg, agent_cfg, search, pbt_cfg = resolve(argv)
             process.provide_cpu_devices(len(members))

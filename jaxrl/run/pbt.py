@@ -11,8 +11,9 @@ round is one small jitted function on the member-stacked state (`make_round`): n
 no file, the state never leaves the devices.
 
 A round after chunk c (every `PBTConfig.interval` chunks, never after the last):
-1. Score: each member's latest value of `PBTConfig.metric` (default the last evaluation's
-   return; NaN counts as the worst).
+1. Score: each member's latest value of `PBTConfig.metric` logged since the previous round
+   (default the evaluation's return, which every round has: the interval is a multiple of
+   `eval_every`); none, or NaN, counts as the worst, and a round without any score is skipped.
 2. Exploit (truncation selection): the `n = max(1, floor(fraction * S))` lowest-scoring members
    each copy the whole agent state (parameters, optimizer, normalizers, target networks, and
    the replay buffer with `replay="copy"`; `"keep"` keeps their own) of a member drawn
@@ -40,7 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl.engine import loop, parallel
+from jaxrl.engine import contract, loop, parallel
+from jaxrl.run import checkpoint, distributed
 
 LINEAGE_FILE = "pbt.jsonl"
 METRICS = ("eval/episode_return", "eval/episode_length", "episode/return", "episode/length")
@@ -70,32 +72,45 @@ class PBTConfig:
     seed: int = 0
     """Seed of the rounds' draws (parents, perturbations; not of training)."""
 
-    def validate(self, num_members: int, num_eval_envs: int) -> None:
-        """Raises ValueError naming the setting to change (before compiling)."""
+    def validate(self, num_members: int, cfg: loop.TrainConfig, run: loop.RunConfig) -> None:
+        """Raises ValueError naming the flag (and field) to change, before compiling."""
         if num_members < 2:
-            raise ValueError(f"PBT needs a population of at least 2 members, got {num_members}: "
-                             "add grid points, --num-samples or --num-seeds.")
-        if self.interval < 1:
-            raise ValueError(f"pbt_interval must be >= 1 chunk, got {self.interval}.")
+            raise ValueError(f"PBT needs a population of at least 2 members (grid points x random "
+                             f"draws x seeds), got {num_members}.")
+        if not 1 <= self.interval < cfg.num_chunks:
+            raise ValueError(f"--pbt-interval (PBTConfig.interval) must be in [1, num_chunks), "
+                             f"got {self.interval} with {cfg.num_chunks} chunks: rounds follow "
+                             "every interval-th chunk before the last.")
         if not 0.0 < self.fraction <= 0.5:
-            raise ValueError(f"pbt_fraction must be in (0, 0.5] (the bottom fraction copies the "
-                             f"top fraction of the same size), got {self.fraction}.")
+            raise ValueError(f"--pbt-fraction (PBTConfig.fraction) must be in (0, 0.5] (the "
+                             f"bottom fraction copies the top fraction of the same size), got "
+                             f"{self.fraction}.")
         if not 0.0 <= self.resample_probability <= 1.0:
-            raise ValueError("pbt_resample_probability must be in [0, 1], got "
-                             f"{self.resample_probability}.")
+            raise ValueError("--pbt-resample-probability (PBTConfig.resample_probability) must "
+                             f"be in [0, 1], got {self.resample_probability}.")
         if len(self.perturb) != 2 or not all(math.isfinite(f) and f > 0 for f in self.perturb):
-            raise ValueError(f"pbt_perturb must be two positive factors, got {self.perturb}.")
+            raise ValueError(f"--pbt-perturb (PBTConfig.perturb) must be two positive factors, "
+                             f"got {self.perturb}.")
         if self.replay not in REPLAY:
-            raise ValueError(f"pbt_replay must be one of {', '.join(REPLAY)}, got "
-                             f"{self.replay!r}.")
+            raise ValueError(f"--pbt-replay (PBTConfig.replay) must be one of "
+                             f"{', '.join(REPLAY)}, got {self.replay!r}.")
+        self._check_metric(cfg, run)
+
+    def _check_metric(self, cfg: loop.TrainConfig, run: loop.RunConfig) -> None:
         if self.metric not in METRICS:
             close = difflib.get_close_matches(self.metric, METRICS, n=2)
             hint = f" Did you mean {', '.join(close)}?" if close else ""
-            raise ValueError(f"pbt_metric {self.metric!r} is not logged by every run.{hint} "
-                             f"Choose one of: {', '.join(METRICS)}.")
-        if self.metric.startswith("eval/") and num_eval_envs == 0:
-            raise ValueError(f"pbt_metric {self.metric} needs evaluation, but num_eval_envs "
+            raise ValueError(f"--pbt-metric {self.metric!r} is not one PBT ranks by (those every "
+                             f"run logs).{hint} Choose one of: {', '.join(METRICS)}.")
+        if not self.metric.startswith("eval/"):
+            return
+        if cfg.num_eval_envs == 0:
+            raise ValueError(f"--pbt-metric {self.metric} needs evaluation, but num_eval_envs "
                              "is 0: set --num-eval-envs or rank by episode/return.")
+        if self.interval % run.eval_every:
+            raise ValueError(f"--pbt-interval {self.interval} is not a multiple of --eval-every "
+                             f"{run.eval_every}: every round needs an evaluation of the members' "
+                             "current states.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,6 +149,35 @@ def check_space(space: dict[str, Dim], agent_cls, group: str) -> None:
     if fixed:
         raise ValueError(f"{', '.join(f'{group}.{n}' for n in fixed)} is read only when the state "
                          "is made, so PBT cannot change it mid-run: sweep it without --pbt.")
+
+
+def search_space_of(agent_name: str, cfg: loop.TrainConfig, run: loop.RunConfig, members,
+                    search: dict, config: PBTConfig) -> dict[str, Dim]:
+    """A sweep's PBT search space (`search_space` of `{"grid", "random"}`) after checking it
+    (`check_space`) and the settings (`PBTConfig.validate`), before compiling."""
+    agent_cls = contract.lookup(agent_name)[0]
+    space = search_space(search["grid"], search["random"], agent_cls.HP_RANGES)
+    check_space(space, agent_cls, agent_name.replace("-", "_"))
+    config.validate(len(members), cfg, run)
+    return space
+
+
+def population(agent, agent_name, cfg, run, members, sweep_dir, config, search):
+    """The rounds (`Population`) of a sweep with PBT settings `config`, else None."""
+    if config is None:
+        return None
+    search = search or {}
+    search = {"grid": search.get("grid", {}),
+              "random": {k: tuple(v) for k, v in search.get("random", {}).items()}}
+    space = search_space_of(agent_name, cfg, run, members, search, config)
+    return Population(agent, config, space, [m.name for m in members], sweep_dir,
+                      distributed.is_primary())
+
+
+def saved_config(spec_json: dict) -> PBTConfig | None:
+    """The PBT settings saved in a sweep.json (None: not a PBT sweep)."""
+    saved = spec_json.get("pbt")
+    return checkpoint.config_from_dict(PBTConfig, saved) if saved else None
 
 
 def num_copied(num_members: int, fraction: float) -> int:
@@ -228,8 +272,14 @@ class Population:
         return chunk % self.cfg.interval == 0 and chunk < num_chunks
 
     def step(self, state, records: list[list[dict]], chunk: int, env_steps: int):
-        """One round after `chunk` on the placed state; returns (new state, summary line)."""
-        scores = np.asarray([latest(r, self.cfg.metric) for r in records], np.float32)
+        """One round after `chunk` on the placed state; returns (new state, summary line).
+        Scores come from the chunks since the previous round only (a member whose metric was
+        not logged since is ranked lowest); without any score the round is skipped."""
+        since = chunk - self.cfg.interval
+        scores = np.asarray([latest(r, self.cfg.metric, since) for r in records], np.float32)
+        if np.isnan(scores).all():
+            return state, (f"PBT after chunk {chunk}: skipped, no member logged "
+                           f"{self.cfg.metric} since chunk {since}")
         if self._compiled is None:
             self.compile(state)
         state, parent, hp = self._compiled(state, scores, round_key(self.cfg.seed, chunk))
@@ -241,9 +291,12 @@ class Population:
                        f"a top member ({', '.join(moved)}) by {self.cfg.metric}")
 
 
-def latest(records: list[dict], metric: str) -> float:
-    """The member's latest finite value of `metric` (NaN when it has none yet)."""
+def latest(records: list[dict], metric: str, since: int = 0) -> float:
+    """The member's latest finite value of `metric` in the records of chunks after `since`
+    (NaN when there is none)."""
     for r in reversed(records):
+        if r["chunk"] <= since:
+            break
         v = r.get(metric)
         if isinstance(v, (int, float)) and math.isfinite(v):
             return float(v)

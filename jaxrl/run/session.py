@@ -55,8 +55,8 @@ class Outputs(Protocol):
     def record(self, chunk_index: int, metrics: dict, ev: dict | None, train_s: float,
                dt: float) -> None: ...
     def adapt(self, chunk: int, state: loop.RunState) -> loop.RunState:
-        """The state the next chunk starts from, after chunk `chunk` (1-based) was recorded
-        (`jaxrl sweep --pbt`'s exploit and explore); it is what `save` then gets."""
+        """The state the next chunk (or a resume) starts from, after chunk `chunk` (1-based)
+        was recorded (`jaxrl sweep --pbt`'s exploit and explore); `save` then gets it."""
     def save(self, chunk: int, state: loop.RunState) -> None: ...
     def latest_saver(self): ...
     def interrupted(self, chunk: int, signum: int) -> BaseException: ...
@@ -110,10 +110,9 @@ def run_chunks(program: Program, agent, cfg: loop.TrainConfig, run: loop.RunConf
         if program.evaluator is not None and ((i + 1) % run.eval_every == 0 or last):
             ev = parallel.fetch(program.evaluator(state.agent_state, outputs.eval_keys(state, i)))
         outputs.record(i, metrics, ev, train_s, dt)
-        if not last:  # between chunks: a sweep's population-based training round
-            t = time.time()
-            state = outputs.adapt(i + 1, state)
-            train_s += time.time() - t
+        t = time.time()  # a sweep's population-based training round (never after the last)
+        state = outputs.adapt(i + 1, state)
+        train_s += time.time() - t
         interrupted = stop is not None and stop.signum is not None and not last
         if (i + 1) % run.checkpoint_every == 0 or last or interrupted:
             outputs.save(i + 1, state)

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl.engine import checks, contract, loop, parallel
+from jaxrl.engine import checks, loop, parallel
 from jaxrl.run import (
     checkpoint,
     distributed,
@@ -99,7 +99,7 @@ def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=
     search = {"grid": dict((search or {}).get("grid", {})),
               "random": dict((search or {}).get("random", {}))}
     if pbt_config is not None:
-        _population_space(agent_name, cfg, members, search, pbt_config)
+        pbt.search_space_of(agent_name, cfg, run, members, search, pbt_config)
     if jax.process_count() > 1:  # every process checked for an old sweep.json before any writes
         from jax.experimental import multihost_utils
 
@@ -133,19 +133,6 @@ def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=
     return agent, env, spec, resolved
 
 
-def _population_space(agent_name, cfg, members, search, pbt_config) -> dict:
-    """The PBT search space (`pbt.search_space`) after checking the settings.
-
-    Raises:
-        ValueError: as `PBTConfig.validate` and `pbt.check_space` (before compiling).
-    """
-    agent_cls = contract.lookup(agent_name)[0]
-    pbt_config.validate(len(members), cfg.num_eval_envs)
-    space = pbt.search_space(search["grid"], search["random"], agent_cls.HP_RANGES)
-    pbt.check_space(space, agent_cls, agent_name.replace("-", "_"))
-    return space
-
-
 def run_sweep(agent_name, env_name, cfg, agent_config, members, sweep_dir, progress=True,
               preset=None, programs: str | None = None,
               run: loop.RunConfig | None = None, search: dict | None = None,
@@ -175,29 +162,10 @@ def run_sweep(agent_name, env_name, cfg, agent_config, members, sweep_dir, progr
                                          sweep_dir, preset, run, search, pbt_config)
     warm = warm_start.lookup(programs, agent_name, env_name, _sweep_cfg(cfg, members),
                              agent_config, None, kind="sweep")
-    population = _population(agent, agent_name, cfg, members, sweep_dir, pbt_config, search)
+    population = pbt.population(agent, agent_name, cfg, run, members, sweep_dir, pbt_config,
+                                search)
     return _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress, warm,
                     population=population)
-
-
-def _population(agent, agent_name, cfg, members, sweep_dir, config, search):
-    """The PBT rounds (`pbt.Population`) of a sweep with `config`, else None."""
-    if config is None:
-        return None
-    search = search or {}
-    search = {"grid": search.get("grid", {}),
-              "random": {k: tuple(v) for k, v in search.get("random", {}).items()}}
-    space = _population_space(agent_name, cfg, members, search, config)
-    return pbt.Population(agent, config, space, [m.name for m in members], sweep_dir,
-                          distributed.is_primary())
-
-
-def _pbt_config(spec_json: dict) -> pbt.PBTConfig | None:
-    """The PBT settings saved in sweep.json (None: not a PBT sweep)."""
-    saved = spec_json.get("pbt")
-    if not saved:
-        return None
-    return checkpoint.config_from_dict(pbt.PBTConfig, saved)
 
 
 def _init_args(resolved: list[dict], members: list[Member]):
@@ -206,10 +174,12 @@ def _init_args(resolved: list[dict], members: list[Member]):
     return jnp.stack([jax.random.PRNGKey(m.seed) for m in members]), hps
 
 
-def resume_sweep(sweep_dir: str, progress: bool = True, programs: str | None = None
-                 ) -> SweepResult:
+def resume_sweep(sweep_dir: str, progress: bool = True, programs: str | None = None,
+                 max_train_seconds: float | None = None) -> SweepResult:
     """Continues the sweep in `sweep_dir` from the latest chunk every member saved. With the
     sweep's programs in the store `programs` the env is never built and nothing compiles.
+    `max_train_seconds` replaces the saved time budget (the whole sweep's training time, as
+    `jaxrl train --resume`'s), kept in sweep.json.
 
     Raises:
         checkpoint.CheckpointError: no sweep.json, a member without checkpoints, no chunk that
@@ -222,6 +192,12 @@ def resume_sweep(sweep_dir: str, progress: bool = True, programs: str | None = N
     train = {k: v for k, v in spec_json["train"].items() if k not in loop.RUN_FIELDS}
     cfg = checkpoint.config_from_dict(loop.TrainConfig, train)
     run = checkpoint.parse_run(spec_json)
+    if max_train_seconds is not None:
+        run = dataclasses.replace(run, max_train_seconds=max_train_seconds)
+        run.validate()
+        if distributed.is_primary():
+            _write_json(os.path.join(sweep_dir, SWEEP_FILE),
+                        dict(spec_json, run=dataclasses.asdict(run)))
     agent_config = checkpoint.config_from_dict(type(agent_cfg_m), spec_json["agent_config"])
     scfg = _sweep_cfg(cfg, members)
     step = common_chunk(sweep_dir, members, cfg.num_chunks)
@@ -238,12 +214,18 @@ def resume_sweep(sweep_dir: str, progress: bool = True, programs: str | None = N
         made = loop.make_train(agent, env, spec, scfg)  # once per sweep
         abstract = checkpoint.abstract_runner(agent, env, spec, scfg, None, init=made[0])[0]
     state, records = _restore_members(agent, abstract, members, sweep_dir, step)
-    population = _population(agent, agent_name, cfg, members, sweep_dir, _pbt_config(spec_json),
-                             spec_json.get("search"))
+    population = pbt.population(agent, agent_name, cfg, run, members, sweep_dir,
+                                pbt.saved_config(spec_json), spec_json.get("search"))
     if population is not None:
         population.lineage.cut(step)
     return _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress, warm,
                     records, (state, stored, notes, made), population)
+
+
+def _write_json(path: str, data: dict) -> None:
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f, indent=2, default=str)
+    os.replace(path + ".tmp", path)
 
 
 def read_sweep(sweep_dir: str) -> dict:
@@ -444,13 +426,15 @@ class MemberOutputs:
     def finish(self, state, compile_s: float, train_s: float) -> SweepResult:
         records = self.records
         params = parallel.fetch(self.agent.params_of(state.agent_state))  # every process
+        hp = parallel.fetch(state.agent_state.hp) if self.population else None
         for i, m in enumerate(self.members):
+            extra = {"hp": {k: float(v[i]) for k, v in sorted(hp.items())}} if hp else {}
             session.write_final(member_dir(self.sweep_dir, m), member_state.member(params, i),
                                 self.primary,
                                 {"compile_seconds": compile_s, "train_seconds": train_s,
                                  "env_steps": records[i][-1]["env_steps"] if records[i] else 0,
                                  "layout": records[i][-1]["layout"] if records[i] else "",
-                                 "final": records[i][-1] if records[i] else {}})
+                                 "final": records[i][-1] if records[i] else {}, **extra})
         lineage = pbt.read_lineage(self.sweep_dir) if self.population and self.primary else []
         metric = self.population.cfg.metric if self.population else None
         summary = (sweep_report.write(self.sweep_dir, self.members, records, compile_s, train_s,

@@ -63,7 +63,7 @@ def point_rows(members, rows) -> list[dict]:
 
 def _fmt(v) -> str:
     if isinstance(v, float):
-        return f"{v:.4g}" if abs(v) < 1e-2 and v != 0 else f"{v:.2f}"
+        return f"{v:.4g}"
     return str(v)
 
 

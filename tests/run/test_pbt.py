@@ -220,13 +220,16 @@ def test_pbt_through_the_api_on_one_device_matches_the_cli(tmp_path, capsys):
 
 @pytest.mark.parametrize("extra, message", [
     (["--num-samples", "1"], "at least 2 members"),
-    (["--pbt-fraction", "0"], "pbt_fraction must be in (0, 0.5]"),
-    (["--pbt-fraction", "0.75"], "pbt_fraction must be in (0, 0.5]"),
+    (["--pbt-fraction", "0"], "--pbt-fraction (PBTConfig.fraction) must be in (0, 0.5]"),
+    (["--pbt-fraction", "0.75"], "--pbt-fraction (PBTConfig.fraction) must be in (0, 0.5]"),
     (["--pbt-metric", "eval/episode_retrun"], "Did you mean eval/episode_return"),
+    (["--pbt-metric", "train/learning_rate"], "Choose one of: eval/episode_return"),
     (["--num-eval-envs", "0"], "needs evaluation"),
-    (["--pbt-replay", "share"], "pbt_replay must be one of copy, keep"),
+    (["--pbt-replay", "share"], "--pbt-replay (PBTConfig.replay) must be one of copy, keep"),
     (["--pbt-perturb", "0.8", "-1"], "two positive factors"),
-    (["--pbt-interval", "0"], "pbt_interval must be >= 1"),
+    (["--pbt-interval", "0"], "must be in [1, num_chunks), got 0 with 4 chunks"),
+    (["--pbt-interval", "4"], "must be in [1, num_chunks), got 4 with 4 chunks"),
+    (["--eval-every", "2"], "--pbt-interval 1 is not a multiple of --eval-every 2"),
 ])
 def test_bad_pbt_input_is_one_line_before_compiling(tmp_path, capsys, extra, message):
     with pytest.raises(SystemExit) as exit_:
@@ -243,11 +246,31 @@ def test_pbt_needs_a_search_space_and_running_hyperparameters(tmp_path):
         (["--preset", "sac-toy-cpu", "--grid", "sac.init_alpha=0.1,1.0"],
          "sac.init_alpha is read only when the state is made"),
         (["--preset", "ppo-toy-cpu", "--grid", "ppo.num_epochs=2,4"], "static field"),
+        (["--preset", "ppo-toy-cpu", "--num-samples", "4"], "give at least one --grid"),
     ):
         with pytest.raises(SystemExit) as exit_:
             cli.main(base + argv)
         assert message in str(exit_.value.code), (argv, exit_.value.code)
     assert not (tmp_path / "s").exists()
+    with pytest.raises(SystemExit) as exit_:  # a PBT flag without --pbt
+        cli.main(["sweep", "--preset", "ppo-toy-cpu", "--grid", "ppo.gamma=0.9,0.99",
+                  "--pbt-interval", "2", "--sweep-dir", str(tmp_path / "s")])
+    assert str(exit_.value.code) == "error: --pbt-interval sets population-based training: " \
+        "add --pbt."
+
+
+def test_rounds_rank_by_fresh_scores_and_skip_without_any():
+    records = [[{"chunk": 1, "episode/return": 5.0}, {"chunk": 2, "episode/return": math.nan}],
+               [{"chunk": 1, "episode/return": 3.0}, {"chunk": 2, "episode/return": 4.0}]]
+    assert pbt.latest(records[0], "episode/return") == 5.0  # the final value, any time
+    assert math.isnan(pbt.latest(records[0], "episode/return", since=1))  # none since chunk 1
+    assert pbt.latest(records[1], "episode/return", since=1) == 4.0
+    population = pbt.Population(None, pbt.PBTConfig(interval=1, metric="episode/return"),
+                                {"gamma": pbt.Dim(0.9, 0.99)}, ["a", "b"], "/nonexistent", False)
+    nothing = [[{"chunk": 1}, {"chunk": 2}], [{"chunk": 1}, {"chunk": 2}]]
+    state, line = population.step("the state", nothing, 2, 100)
+    assert state == "the state" and line == ("PBT after chunk 2: skipped, no member logged "
+                                             "episode/return since chunk 1")
 
 
 def test_off_policy_pbt_sweep_keeps_its_buffers(tmp_path):
@@ -312,3 +335,26 @@ def test_kill_9_then_resume_gives_the_same_lineage_and_params(tmp_path):
     for m in (sweep_spec.Member(**x) for x in spec["members"]):
         assert_trees_equal(checkpoint.load_run(sweep.member_dir(str(straight), m)).runner,
                            checkpoint.load_run(sweep.member_dir(str(killed), m)).runner)
+
+
+def test_a_time_budget_stop_keeps_its_round_and_a_resume_may_extend_it(tmp_path, capsys):
+    sweep_dir = tmp_path / "timed"
+    argv = _pbt_argv(sweep_dir)
+    argv[argv.index("--num-chunks") + 1] = "3"
+    cli.main(argv + ["--max-train-seconds", "1e-6"])
+    err = capsys.readouterr().err
+    assert "PBT after chunk 1" in err and "reached after chunk 1 of 3" in err
+    assert [r["chunk"] for r in pbt.read_lineage(str(sweep_dir))] == [0] * 4 + [1] * 4
+    cli.main(["sweep", "--resume", str(sweep_dir), "--max-train-seconds", "1000",
+              "--no-progress"])
+    assert "PBT after chunk 2" in capsys.readouterr().err
+    assert [r["chunk"] for r in pbt.read_lineage(str(sweep_dir))] == [0] * 4 + [1] * 4 + [2] * 4
+    spec = json.loads((sweep_dir / "sweep.json").read_text())
+    assert spec["run"]["max_train_seconds"] == 1000
+    summary = json.loads((sweep_dir / "summary.json").read_text())
+    # All 3 chunks (3 iterations of 64 envs x 16 steps each) trained.
+    assert summary["pbt"]["rounds"] == 2 and summary["members"][0]["env_steps"] == 3 * 3072
+    best = json.loads((sweep_dir / "members" / summary["pbt"]["best"] / "summary.json")
+                      .read_text())
+    assert best["hp"]["learning_rate"] == pytest.approx(
+        summary["pbt"]["schedule"][-1]["hp"]["learning_rate"], rel=1e-6)
