@@ -56,11 +56,15 @@ def resolved_config(
 
 
 def write_config(run_dir: str, resolved: dict) -> None:
-    """Writes `<run_dir>/config.json` atomically (a temporary file renamed into place)."""
+    """Writes `<run_dir>/config.json` atomically (`write_json`)."""
     os.makedirs(run_dir, exist_ok=True)
-    path = os.path.join(run_dir, CONFIG_FILE)
+    write_json(os.path.join(run_dir, CONFIG_FILE), resolved)
+
+
+def write_json(path: str, data: dict) -> None:
+    """Writes `data` as indented JSON atomically (a temporary file renamed into place)."""
     with open(path + ".tmp", "w") as f:
-        json.dump(resolved, f, indent=2, default=str)
+        json.dump(data, f, indent=2, default=str)
     os.replace(path + ".tmp", path)
 
 

@@ -47,6 +47,7 @@ from jaxrl.run.devices import compile_chunk, compile_init, placement
 from jaxrl.run.evaluation import make_evaluator
 from jaxrl.run.logging import Logger
 from jaxrl.run.member_state import MEMBERS_DIR, member_dir  # noqa: F401  (the sweep's names)
+from jaxrl.run.run_config import write_json
 from jaxrl.run.session import Program
 from jaxrl.run.sweep_progress import SweepProgress
 from jaxrl.run.sweep_spec import Member
@@ -120,14 +121,12 @@ def prepare(agent_name, env_name, cfg, agent_config, members, sweep_dir, preset=
             os.makedirs(member_dir(sweep_dir, m), exist_ok=True)
             with open(os.path.join(member_dir(sweep_dir, m), checkpoint.CONFIG_FILE), "w") as f:
                 json.dump(res, f, indent=2, default=str)
-        with open(os.path.join(sweep_dir, SWEEP_FILE), "w") as f:
-            json.dump({"agent": agent_name, "env": env_name, "preset": preset,
-                       "train": dataclasses.asdict(cfg), "run": dataclasses.asdict(run),
-                       "agent_config": dataclasses.asdict(agent_config),
-                       "members": [dataclasses.asdict(m) for m in members],
-                       "search": search,
-                       "pbt": dataclasses.asdict(pbt_config) if pbt_config else None},
-                      f, indent=2, default=str)
+        write_json(os.path.join(sweep_dir, SWEEP_FILE), {
+            "agent": agent_name, "env": env_name, "preset": preset,
+            "train": dataclasses.asdict(cfg), "run": dataclasses.asdict(run),
+            "agent_config": dataclasses.asdict(agent_config),
+            "members": [dataclasses.asdict(m) for m in members], "search": search,
+            "pbt": dataclasses.asdict(pbt_config) if pbt_config else None})
         if pbt_config is not None:
             pbt.Lineage(sweep_dir).write_start(members)
     return agent, env, spec, resolved
@@ -196,7 +195,7 @@ def resume_sweep(sweep_dir: str, progress: bool = True, programs: str | None = N
         run = dataclasses.replace(run, max_train_seconds=max_train_seconds)
         run.validate()
         if distributed.is_primary():
-            _write_json(os.path.join(sweep_dir, SWEEP_FILE),
+            write_json(os.path.join(sweep_dir, SWEEP_FILE),
                         dict(spec_json, run=dataclasses.asdict(run)))
     agent_config = checkpoint.config_from_dict(type(agent_cfg_m), spec_json["agent_config"])
     scfg = _sweep_cfg(cfg, members)
@@ -220,12 +219,6 @@ def resume_sweep(sweep_dir: str, progress: bool = True, programs: str | None = N
         population.lineage.cut(step)
     return _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress, warm,
                     records, (state, stored, notes, made), population)
-
-
-def _write_json(path: str, data: dict) -> None:
-    with open(path + ".tmp", "w") as f:
-        json.dump(data, f, indent=2, default=str)
-    os.replace(path + ".tmp", path)
 
 
 def read_sweep(sweep_dir: str) -> dict:
