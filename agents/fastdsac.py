@@ -16,7 +16,7 @@ Duan et al., IEEE TPAMI 2025 (arXiv 2310.05858), `Jingliang-Duan/DSAC-v2` `dsac_
   `y_q = r + gamma m (q' - alpha log pi(a'))` (expected-value substitution) and
   `y_z = r + gamma m (zbar - alpha log pi(a'))`; `wbar_i` is an EMA (`dsac_tau`) of the batch
   mean of `sigma_i`; `y_zb = Qhat_i + clip(y_z - Qhat_i, -3 wbar_i, 3 wbar_i)`; the loss is the
-  DSAC-T "original" form `dsac_t_loss` with `b = dsac_b`.
+  DSAC-T "original" form (`jaxrl.learning.losses.dsac_critic_loss`) with `b = dsac_b`.
 - Choices: no target actor (the released fork has none; target actions come from the online
   actor); the actor loss samples plain reparameterized Gaussian actions; `std_bound_mode`
   `sigma` bounds sigma to [1e-3, 0.4] (default) and `as_released` bounds log sigma to
@@ -34,10 +34,12 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.agents.common.sac_config import SACCoreConfig
-from jaxrl.agents.common.sac_core import SACState, SoftActorCritic
+from jaxrl.agents.common.sac_config import HP_FIELDS, HP_INIT_ONLY, HP_RANGES, SACCoreConfig
+from jaxrl.agents.common.sac_core import ActorHead, CriticHead, SACCore, SACState, gaussian_actor
 from jaxrl.engine.checks import check_choice
+from jaxrl.engine.contract import AgentBase
 from jaxrl.learning import distributions as dist
+from jaxrl.learning import losses
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,38 +71,6 @@ class FastDSACConfig(SACCoreConfig):
     """Clamp the critic mean to [-q_clip, q_clip] (10 on Playground locomotion); None: off."""
 
 
-def dsac_t_loss(q, sigma, q_hat, sigma_hat, y_q, y_zb, wbar, b):
-    """DSAC-T "original" critic loss of one head (Duan et al., arXiv 2310.05858, with the `b`
-    guard of `Jingliang-Duan/DSAC-v2` `dsac_v2.py`), averaged over the batch.
-
-    `L = (wbar^2 + b) mean[-(y_q - Qhat)/(sigmahat^2 + b) Q
-    - ((Qhat - y_zb)^2 - sigmahat^2)/(sigmahat^3 + b) sigma]`; hats are stop-gradient copies.
-    For `b = 0` its gradients are the Gaussian NLL gradients times `wbar^2`.
-
-    Args:
-        q, sigma: `[B]` online mean and std (differentiated).
-        q_hat, sigma_hat: `[B]` the same values, treated as constants.
-        y_q, y_zb: `[B]` expected-value target and clipped sample target.
-        wbar: scalar EMA of the mean std; b: float.
-    """
-    sg = jax.lax.stop_gradient
-    q_hat, sigma_hat = sg(q_hat), sg(sigma_hat)
-    mean_term = -(sg(y_q) - q_hat) / (sigma_hat ** 2 + b) * q
-    std_term = -((q_hat - sg(y_zb)) ** 2 - sigma_hat ** 2) / (sigma_hat ** 3 + b) * sigma
-    return (sg(wbar) ** 2 + b) * jnp.mean(mean_term + std_term, axis=-1)
-
-
-def clip_sample_target(q_hat, y_z, wbar):
-    """`y_zb = Qhat + clip(y_z - Qhat, -3 wbar, 3 wbar)` (variance-based target clipping)."""
-    return q_hat + jnp.clip(y_z - q_hat, -3.0 * wbar, 3.0 * wbar)
-
-
-def update_wbar(wbar, batch_sigma_mean, tau):
-    """EMA `wbar <- (1 - tau) wbar + tau mean(sigma)`; a negative `wbar` (unset) takes the
-    first batch mean."""
-    return jnp.where(wbar < 0, batch_sigma_mean, (1.0 - tau) * wbar + tau * batch_sigma_mean)
-
-
 @struct.dataclass(kw_only=True)
 class FastDSACState(SACState):
     wbar: jax.Array
@@ -108,15 +78,30 @@ class FastDSACState(SACState):
 
 
 @dataclasses.dataclass(frozen=True)
-class FastDSAC(SoftActorCritic):
-    """FastDSAC-A (off-policy): the SAC-family core with the Gaussian return critic and
-    constrained target actions documented above."""
+class FastDSAC(AgentBase):
+    """FastDSAC-A (off-policy): the SAC-family core (`SACCore`, held as `core`) with the
+    Gaussian return critic and constrained target actions documented above."""
 
     config: FastDSACConfig
-    state_cls: ClassVar[type] = FastDSACState
-    critic_kind: ClassVar[str] = "gaussian"
+    HP_FIELDS: ClassVar = HP_FIELDS
+    HP_RANGES: ClassVar = HP_RANGES
+    HP_INIT_ONLY: ClassVar = HP_INIT_ONLY
+    on_policy: ClassVar[bool] = False
+    explores: ClassVar[bool] = True
+    has_replay: ClassVar[bool] = True
+
+    @property
+    def core(self) -> SACCore:
+        """The SAC-family core with the untanh'd Gaussian actor and the Gaussian critic."""
+        bounds = self.log_std_bounds
+        actor = ActorHead(gaussian_actor(self.config, self.spec.action_size, bounds), bounds,
+                          make_dist=self.make_dist, target_action=self.target_action)
+        return SACCore(self.config, self.spec, self.train, actor,
+                       CriticHead(self.critic_loss, "gaussian", 1, self.q_values),
+                       state_cls=FastDSACState, extra_state=self.extra_state)
 
     def validate(self) -> None:
+        """Its own checks, `AgentBase`'s, then the core's (`SACCore.validate`)."""
         c = self.config
         check_choice("target_constraint", c.target_constraint, ("tanh", "truncnorm"))
         check_choice("std_bound_mode", c.std_bound_mode, ("sigma", "as_released"))
@@ -126,6 +111,22 @@ class FastDSAC(SoftActorCritic):
         if c.q_clip is not None and not c.q_clip > 0:
             raise ValueError(f"q_clip must be positive or None, got {c.q_clip}.")
         super().validate()
+        self.core.validate()
+
+    def init(self, key, hp) -> FastDSACState:
+        return self.core.init(key, hp)
+
+    def act(self, state: FastDSACState, obs, key, deterministic: bool = False):
+        return self.core.act(state, obs, key, deterministic)
+
+    def init_explore(self, key, num_envs: int):
+        return self.core.init_explore(key, num_envs)
+
+    def explore(self, state: FastDSACState, obs, key, carry, done):
+        return self.core.explore(state, obs, key, carry, done)
+
+    def update(self, state: FastDSACState, traj, key):
+        return self.core.update(state, traj, key)
 
     def extra_state(self) -> dict:
         return {"wbar": -jnp.ones((self.config.num_q,), jnp.float32)}
@@ -154,29 +155,16 @@ class FastDSAC(SoftActorCritic):
         clip = self.config.q_clip
         return q if clip is None else jnp.clip(q, -clip, clip)
 
-    def critic_loss(self, critic_params, state, batch, key):
-        """DSAC-T loss of every head with the expected-value and clipped sample targets."""
-        c = self.config
+    def critic_loss(self, critic_params, state: FastDSACState, batch, key):
+        """DSAC-T loss of every head with the expected-value and clipped sample targets
+        (`losses.dsac_critic_loss`)."""
+        c, core = self.config, self.core
         k_next, k_eps = jax.random.split(key)
-        next_a, alpha_logp = self.next_action(state, batch, k_next)
-        out, tgt, variables = self.critic_outputs(critic_params, state, batch, next_a)
-        q, sigma = self.q_values(out), out[..., 1]  # [E, B]
-        q_bar, sigma_bar = self.q_values(tgt), tgt[..., 1]
-        j = jnp.argmin(q_bar, axis=0)
-        pick = lambda x: jnp.take_along_axis(x, j[None], axis=0)[0]  # noqa: E731
-        eps = jnp.clip(jax.random.normal(k_eps, j.shape), -3.0, 3.0)
-        z_bar = pick(q_bar) + eps * pick(sigma_bar)
-        reward = self.scaled_reward(state, batch.reward)
-        y_q = reward + batch.discount * (pick(q_bar) - alpha_logp)
-        y_z = reward + batch.discount * (z_bar - alpha_logp)
-        wbar = update_wbar(state.wbar, jax.lax.stop_gradient(sigma).mean(axis=1),
-                           c.dsac_tau)
-        y_zb = clip_sample_target(jax.lax.stop_gradient(q), y_z[None], wbar[:, None])
-        if c.truncation == "brax":  # drop truncated transitions from the loss
-            keep = 1.0 - batch.truncated
-            q, sigma = q * keep, sigma * keep
-        loss = jnp.sum(jax.vmap(dsac_t_loss, in_axes=(0, 0, 0, 0, None, 0, 0, None))(
-            q, sigma, q, sigma, y_q, y_zb, wbar, c.dsac_b))
-        metrics = {"train/critic_loss": loss, "train/q_mean": q.mean(),
-                   "train/sigma_mean": sigma.mean(), "train/wbar": wbar.mean()}
+        next_a, alpha_logp = core.next_action(state, batch, k_next)
+        out, tgt, variables = core.critic_outputs(critic_params, state, batch, next_a)
+        keep = 1.0 - batch.truncated if c.truncation == "brax" else None
+        loss, wbar, metrics = losses.dsac_critic_loss(
+            self.q_values(out), out[..., 1], self.q_values(tgt), tgt[..., 1],
+            core.scaled_reward(state, batch.reward), batch.discount, alpha_logp, k_eps,
+            state.wbar, c.dsac_tau, c.dsac_b, keep)
         return loss, (metrics, variables, {"wbar": wbar})

@@ -6,7 +6,7 @@ via Velocity-Reparameterized Sequential Modeling" (arXiv 2509.25756); `Elessar12
 `from_scratch_code/SAC_flow_gru_jax.py` (Flow-G) and `SAC_flow_transformer_jax.py` (Flow-T).
 The cells, the noisy Euler rollout and the path log-likelihood are `jaxrl.learning.flow_cells`;
 the SAC machinery (twin critics, temperature, target EMA, replay schedule, observation
-normalization) is `jaxrl.agents.common.sac_core`.
+normalization) is the `jaxrl.agents.common.sac_core.SACCore` it holds.
 
 - Actor: `a = tanh(A_K)` after K noisy Euler steps from `A_0 ~ N(0, I)`; `log pi` is the
   likelihood of the whole noise path (the entropy surrogate of the paper, not the marginal
@@ -35,9 +35,10 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from jaxrl.agents.common.sac_config import HP_FIELDS, HP_RANGES, SACCoreConfig
-from jaxrl.agents.common.sac_core import SoftActorCritic
+from jaxrl.agents.common.sac_config import HP_FIELDS, HP_INIT_ONLY, HP_RANGES, SACCoreConfig
+from jaxrl.agents.common.sac_core import ActorHead, CriticHead, SACCore, SACState
 from jaxrl.engine.checks import check_choice
+from jaxrl.engine.contract import AgentBase
 from jaxrl.learning import exploration
 from jaxrl.learning import flow_cells as cells
 from jaxrl.learning.networks import ACTIVATIONS
@@ -84,15 +85,29 @@ class FlowSACConfig(SACCoreConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class FlowSAC(SoftActorCritic):
-    """SAC with a flow actor (off-policy): see the module docstring."""
+class FlowSAC(AgentBase):
+    """SAC with a flow actor (off-policy): see the module docstring. The SAC machinery is the
+    `SACCore` it holds (`core`) with the flow policy as its actor head."""
 
     config: FlowSACConfig
     HP_FIELDS: ClassVar = HP_FIELDS + ("actor_learning_rate",)
     HP_RANGES: ClassVar = dict(HP_RANGES, actor_learning_rate=(0.0, 1.0))
+    HP_INIT_ONLY: ClassVar = HP_INIT_ONLY
+    on_policy: ClassVar[bool] = False
+    explores: ClassVar[bool] = True
+    has_replay: ClassVar[bool] = True
+
+    @property
+    def core(self) -> SACCore:
+        """The SAC-family core with the flow actor and the scalar critic."""
+        c = self.config
+        actor = ActorHead(self.actor_net, (c.log_std_min, c.log_std_max),
+                          policy=self.flow_policy, learning_rate=self.actor_learning_rate)
+        return SACCore(c, self.spec, self.train, actor, CriticHead(self.critic_loss))
 
     def validate(self) -> None:
-        """Raises ValueError (before compiling) for bad flow settings, then the core's checks."""
+        """Raises ValueError (before compiling) for bad flow settings, then `AgentBase`'s and the
+        core's checks."""
         c = self.config
         if isinstance(c.flow_steps, bool) or int(c.flow_steps) != c.flow_steps or \
                 c.flow_steps <= 0:
@@ -118,24 +133,25 @@ class FlowSAC(SoftActorCritic):
             raise ValueError("flow_sac draws a fresh noise path per step: noise_repeat (zeta "
                              "noise) is not supported.")
         super().validate()
+        self.core.validate()
 
     # ----- the flow actor ----------------------------------------------------------------
     @property
     def actor_net(self):
+        """The velocity cell (`flow_cells.GatedVelocity` or `DecoderVelocity`)."""
         c, a = self.config, self.spec.action_size
-        lo, hi = self.log_std_bounds
+        lo, hi = c.log_std_min, c.log_std_max
         if c.flow_cell == "decoder":
             return cells.DecoderVelocity(a, c.d_model, c.num_heads, c.num_layers, lo, hi)
         return cells.GatedVelocity(a, tuple(c.actor_hidden), tuple(c.log_std_hidden),
                                    c.time_embedding_dim, c.flow_activation, lo, hi)
 
-    def policy(self, actor_vars, obs, train: bool = False):
-        """(`flow_cells.FlowPolicy` at prepared `obs`, unchanged variables)."""
-        del train
+    def flow_policy(self, actor_vars, obs) -> cells.FlowPolicy:
+        """The noise-path policy (`flow_cells.FlowPolicy`) at prepared `obs`."""
         c = self.config
         jacobian = c.flow_cell == "gate" or c.flow_t_logprob == "jacobian"
         return cells.FlowPolicy(variables=actor_vars, obs=obs, cell=self.actor_net,
-                                num_steps=int(c.flow_steps), jacobian=jacobian), actor_vars
+                                num_steps=int(c.flow_steps), jacobian=jacobian)
 
     def export_info(self) -> dict:
         """What the exported deterministic policy computes (for the export sidecar)."""
@@ -148,41 +164,50 @@ class FlowSAC(SoftActorCritic):
     def act(self, state, obs, key, deterministic: bool = False):
         """Action in [-1, 1] `[N, A]`: the noise-free rollout when deterministic, else a path
         sample (uniform during warm-up)."""
-        dist, _ = self.policy(state.params["actor"],
-                              self.prepare_obs(state, obs, self.config.policy_obs_key))
+        core = self.core
+        dist = self.flow_policy(state.params["actor"],
+                                core.prepare_obs(state, obs, self.config.policy_obs_key))
         if deterministic:
             return dist.mode(), {}
         action, _ = dist.sample_and_log_prob(key)
-        return self.replay.random_warmup(state, key, action), {}
+        return core.replay.random_warmup(state, key, action), {}
+
+    def init(self, key, hp) -> SACState:
+        return self.core.init(key, hp)
+
+    def init_explore(self, key, num_envs: int):
+        return self.core.init_explore(key, num_envs)
+
+    def update(self, state: SACState, traj, key):
+        return self.core.update(state, traj, key)
 
     def explore(self, state, obs, key, carry, done):
         """Behaviour action from a fresh noise path, every noise times the env's scale."""
-        c = self.config
+        c, core = self.config, self.core
         k_eps, k_scale = jax.random.split(key)
         scale = carry["scale"]
         if c.noise_scale_range is not None:
             scale = exploration.resample_on_done(k_scale, scale, done, *c.noise_scale_range)
-        dist, _ = self.policy(state.params["actor"],
-                              self.prepare_obs(state, obs, c.policy_obs_key))
+        dist = self.flow_policy(state.params["actor"],
+                                core.prepare_obs(state, obs, c.policy_obs_key))
         action = dist.from_noise(dist.path_noise(k_eps), scale[:, None])
-        return self.replay.random_warmup(state, k_eps, action), {}, dict(carry, scale=scale)
+        return core.replay.random_warmup(state, k_eps, action), {}, dict(carry, scale=scale)
 
-    def _actor_step(self, state, batch, key, lr):
-        """The core's actor + temperature step with the actor's own learning rate (scaled by
-        the schedule's factor of `learning_rate`)."""
+    def actor_learning_rate(self, state: SACState, lr):
+        """The actor's own step size, scaled by the schedule's factor of `learning_rate`."""
         hp = state.hp
         actor_lr = hp["actor_learning_rate"]
         if self.config.lr_schedule != "constant":
             actor_lr = actor_lr * lr / jnp.maximum(hp["learning_rate"], 1e-30)
-        return super()._actor_step(state, batch, key, actor_lr)
+        return actor_lr
 
     # ----- the critic --------------------------------------------------------------------
     def critic_loss(self, critic_params, state, batch, key):
         """`0.5 mean((Q_i - y)^2)` averaged over heads, `y` the soft TD target with the
         ensemble reduced by `q_agg` and the next action's path log-likelihood."""
-        loss, out, variables, alpha_logp = self.scalar_critic_loss(critic_params, state, batch,
-                                                                   key)
-        q = self.q_values(out)
+        loss, out, variables, alpha_logp = self.core.scalar_critic_loss(critic_params, state,
+                                                                        batch, key)
+        q = out[..., 0]
         metrics = {"train/critic_loss": loss, "train/q_mean": q.mean(),
                    "train/next_log_prob": (alpha_logp / jnp.exp(state.log_alpha)).mean()}
         return loss, (metrics, variables, {})

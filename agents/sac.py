@@ -4,8 +4,8 @@ Sources: Haarnoja et al., "Soft Actor-Critic Algorithms and Applications" (arXiv
 Eqs. 5-7 (soft Q target and policy loss) and 18 (temperature); brax
 `training/agents/sac/{train,losses}.py` for the defaults and the truncation mask
 (`truncation="brax"`); C51 critics: Bellemare et al. 2017 (arXiv 1707.06887). The shared
-machinery (actor, ensemble critics, temperature, replay schedule, exploration) is
-`jaxrl.agents.common.sac_core`; this file adds the critic losses.
+machinery (actor, ensemble critics, temperature, replay schedule, exploration) is the
+`jaxrl.agents.common.sac_core.SACCore` this agent holds; this file adds the critic losses.
 
 n-step targets come from the buffer: windows stop at terminated/truncated steps and at the write
 head; truncation bootstraps from the true final observation. `truncation="brax"` instead masks
@@ -25,13 +25,21 @@ bf16 replay observations, SWD over 2,000 steps) is a preset (`configs/sac.py`); 
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 
-from jaxrl.agents.common.sac_config import SACCoreConfig
-from jaxrl.agents.common.sac_core import SoftActorCritic
+from jaxrl.agents.common.sac_config import HP_FIELDS, HP_INIT_ONLY, HP_RANGES, SACCoreConfig
+from jaxrl.agents.common.sac_core import (
+    ActorHead,
+    CriticHead,
+    SACCore,
+    SACState,
+    gaussian_actor,
+)
 from jaxrl.engine.checks import check_choice
+from jaxrl.engine.contract import AgentBase
 from jaxrl.learning import losses
 from jaxrl.learning.returns import categorical_support
 
@@ -86,26 +94,51 @@ class WarpSACConfig(SACConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class SAC(SoftActorCritic):
-    """Soft actor-critic (off-policy) with a scalar or categorical critic ensemble."""
+class SAC(AgentBase):
+    """Soft actor-critic (off-policy) with a scalar or categorical critic ensemble; the
+    machinery is the `SACCore` it holds (`core`)."""
 
     config: SACConfig
+    HP_FIELDS: ClassVar = HP_FIELDS
+    HP_RANGES: ClassVar = HP_RANGES
+    HP_INIT_ONLY: ClassVar = HP_INIT_ONLY
+    on_policy: ClassVar[bool] = False
+    explores: ClassVar[bool] = True
+    has_replay: ClassVar[bool] = True
 
     @property
-    def critic_kind(self) -> str:
-        return self.config.critic_type
-
-    @property
-    def num_atoms(self) -> int:
-        return self.config.num_atoms
+    def core(self) -> SACCore:
+        """The SAC-family core with the tanh-Gaussian actor and this file's critic."""
+        c = self.config
+        bounds = (c.log_std_min, c.log_std_max)
+        return SACCore(c, self.spec, self.train,
+                       ActorHead(gaussian_actor(c, self.spec.action_size, bounds), bounds),
+                       CriticHead(self.critic_loss, c.critic_type, c.num_atoms, self.q_values))
 
     def validate(self) -> None:
+        """The critic's checks, `AgentBase`'s, then the core's (`SACCore.validate`)."""
         c = self.config
         check_choice("critic_type", c.critic_type, ("scalar", "categorical"))
         if c.critic_type == "categorical" and not (c.v_min < c.v_max and c.num_atoms >= 2):
             raise ValueError(f"categorical critic needs v_min < v_max and num_atoms >= 2, got "
                              f"v_min={c.v_min}, v_max={c.v_max}, num_atoms={c.num_atoms}.")
         super().validate()
+        self.core.validate()
+
+    def init(self, key, hp) -> SACState:
+        return self.core.init(key, hp)
+
+    def act(self, state: SACState, obs, key, deterministic: bool = False):
+        return self.core.act(state, obs, key, deterministic)
+
+    def init_explore(self, key, num_envs: int):
+        return self.core.init_explore(key, num_envs)
+
+    def explore(self, state: SACState, obs, key, carry, done):
+        return self.core.explore(state, obs, key, carry, done)
+
+    def update(self, state: SACState, traj, key):
+        return self.core.update(state, traj, key)
 
     def q_values(self, out):
         """Expected value per head `[E, ...]`: the scalar output, or the C51 mean."""
@@ -114,16 +147,16 @@ class SAC(SoftActorCritic):
             return jnp.sum(jax.nn.softmax(out, axis=-1) * z, axis=-1)
         return out[..., 0]
 
-    def critic_loss(self, critic_params, state, batch, key):
-        """Soft TD loss with the ensemble reduced by `q_agg` in the target: MSE (scalar) or
-        C51 cross-entropy summed over heads (categorical)."""
-        c = self.config
+    def critic_loss(self, critic_params, state: SACState, batch, key):
+        """Soft TD loss with the ensemble reduced by `q_agg` in the target: MSE
+        (`losses.soft_q_loss`, scalar) or C51 cross-entropy summed over heads (categorical)."""
+        c, core = self.config, self.core
         if c.critic_type != "categorical":
-            loss, out, variables, _ = self.scalar_critic_loss(critic_params, state, batch, key)
+            loss, out, variables, _ = core.scalar_critic_loss(critic_params, state, batch, key)
         else:
-            next_a, alpha_logp = self.next_action(state, batch, key)
-            out, tgt, variables = self.critic_outputs(critic_params, state, batch, next_a)
-            reward = self.scaled_reward(state, batch.reward)
+            next_a, alpha_logp = core.next_action(state, batch, key)
+            out, tgt, variables = core.critic_outputs(critic_params, state, batch, next_a)
+            reward = core.scaled_reward(state, batch.reward)
             mask = 1.0 - batch.truncated if c.truncation == "brax" else jnp.ones_like(reward)
             target = losses.categorical_td_target(tgt, reward, batch.discount, alpha_logp,
                                                   c.v_min, c.v_max, c.q_agg)

@@ -1,4 +1,4 @@
-"""Settings shared by every SAC-family agent (`jaxrl.agents.common.sac_core.SoftActorCritic`)."""
+"""Settings shared by every SAC-family agent (`jaxrl.agents.common.sac_core.SACCore`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ HP_FIELDS = ("learning_rate", "alpha_learning_rate", "gamma", "tau", "reward_sca
 HP_RANGES = {"learning_rate": (0.0, 1.0), "alpha_learning_rate": (0.0, 1.0),
              "gamma": (0.0, 1.0), "tau": (0.0, 1.0), "reward_scaling": (0.0, 1e6),
              "init_alpha": (1e-12, 1e6)}
+HP_INIT_ONLY = ("init_alpha",)
+"""Read only by `init` (the initial temperature): population-based training cannot change it."""
 TARGET_ENTROPY = ("brax", "action_dim", "zero", "flash")
 
 

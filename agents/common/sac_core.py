@@ -14,18 +14,18 @@ takes `G = utd_ratio * T` gradient steps on one sample of `G * B` transitions re
 `[G, B]`. Each step: critic (then target EMA with `tau`), and every `policy_delay` steps actor
 and temperature. Before `learning_starts`, behaviour actions are uniform in [-1, 1].
 
-Override points of a subclass: `critic_loss` (the critic's loss; required), `actor_net` and
-`make_dist` (the actor head and the distribution object it returns: anything with
-`sample_and_log_prob`, `from_noise`, `mode`, `metrics`), `target_action` (the next action of the
-critic target), `q_values` (expected value per head from the critic output) and
-`extra_state` (more state fields, with a `state_cls` that declares them).
+`SACCore` is a helper an agent holds (composition, not a base class): the agent gives its
+`ActorHead` (network, distribution, target action) and its `CriticHead` (output head, expected
+value, loss: network outputs from `critic_outputs`/`next_action` fed to a pure loss of
+`jaxrl.learning.losses`), and delegates `init`, `act`, `explore` and `update` to it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -33,9 +33,9 @@ import optax
 from flax import struct
 
 from jaxrl.agents.common.offpolicy import OffPolicyLoop, ema, zeros_obs
-from jaxrl.agents.common.sac_config import HP_FIELDS, HP_RANGES, TARGET_ENTROPY, SACCoreConfig
+from jaxrl.agents.common.sac_config import TARGET_ENTROPY, SACCoreConfig
 from jaxrl.engine.checks import check_choice, check_log_std_bounds, check_positive
-from jaxrl.engine.contract import AgentBase
+from jaxrl.engine.types import EnvSpec
 from jaxrl.learning import distributions, exploration, losses, optim, replay, reward_scaling
 from jaxrl.learning import running_stats as stats
 from jaxrl.learning.networks import (
@@ -63,22 +63,91 @@ class SACState:
     """Gradient steps taken so far (int32)."""
 
 
+def tanh_gaussian(head_out):
+    """SAC's policy from the actor head's `(mu, log_std)`: a tanh-squashed Gaussian."""
+    mu, log_std = head_out
+    return distributions.TanhGaussian(loc=mu, scale=jnp.exp(log_std))
+
+
+def fresh_sample(dist, key):
+    """SAC's next action for the critic target: a fresh policy sample and its log-prob."""
+    return dist.sample_and_log_prob(key)
+
+
+def scalar_q(out):
+    """Expected value per head `[E, ...]` of a scalar critic's output `[E, ..., 1]`."""
+    return out[..., 0]
+
+
+def gaussian_actor(config: SACCoreConfig, action_size: int, log_std_bounds):
+    """The SAC-family actor network (`networks.GaussianActor`): `obs -> (mu, log_std)`."""
+    c = config
+    lo, hi = log_std_bounds
+    return GaussianActor(tuple(c.actor_hidden), action_size, c.activation, c.normalized_nets,
+                         c.num_blocks, c.layer_norm, lo, hi, c.normalized_bias)
+
+
 @dataclasses.dataclass(frozen=True)
-class SoftActorCritic(AgentBase):
-    """The SAC-family core (abstract: subclasses define `critic_loss` and the critic head);
-    its replay schedule is an `OffPolicyLoop` it holds (`replay`)."""
+class ActorHead:
+    """An agent's actor, as the core uses it.
+
+    Attributes:
+        net: flax module `obs -> head output` (initialized by the core on a batch of one).
+        log_std_bounds: range of its log-std head (checked by the core).
+        make_dist: head output -> distribution object (`sample_and_log_prob`, `from_noise`,
+            `mode`, `metrics`, `loc`).
+        target_action: `(dist, key) -> (a', log pi(a'))`, the next action of the critic target.
+        policy: optional `(actor_vars, obs) -> distribution` that replaces `net.apply` +
+            `make_dist` (SAC Flow's noise-path policy); no BatchNorm then.
+        learning_rate: optional `(state, lr) -> actor lr` (SAC Flow's own actor step size).
+    """
+
+    net: Any
+    log_std_bounds: tuple[float, float]
+    make_dist: Callable = tanh_gaussian
+    target_action: Callable = fresh_sample
+    policy: Callable | None = None
+    learning_rate: Callable | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class CriticHead:
+    """An agent's critic, as the core uses it.
+
+    Attributes:
+        loss: `(critic_params, state, batch, key) -> (loss, (metrics, critic variables, state
+            field updates))`, built from `SACCore.critic_outputs`/`next_action` and a pure loss
+            of `jaxrl.learning.losses`.
+        kind, num_atoms: the output head of every ensemble member (`networks.QHead`).
+        q_values: critic output `[E, ..., *]` -> expected value per head `[E, ...]`.
+    """
+
+    loss: Callable
+    kind: str = "scalar"
+    num_atoms: int = 1
+    q_values: Callable = scalar_q
+
+
+@dataclasses.dataclass(frozen=True)
+class SACCore:
+    """The SAC-family machinery an agent holds (see the module docstring): the agent gives its
+    actor and critic heads; the core owns the networks' state, the replay schedule (an
+    `OffPolicyLoop`, `replay`), exploration and the gradient steps.
+
+    Attributes:
+        config, spec, train: the agent's.
+        actor, critic: the agent's heads.
+        state_cls: the state class (`SACState` or a subclass declaring `extra_state`'s fields).
+        extra_state: `() -> dict` of more initial state fields (FastDSAC: `wbar`).
+    """
 
     config: SACCoreConfig
-    HP_FIELDS: ClassVar = HP_FIELDS
-    HP_RANGES: ClassVar = HP_RANGES
-    HP_INIT_ONLY: ClassVar = ("init_alpha",)
-    on_policy: ClassVar[bool] = False
-    explores: ClassVar[bool] = True
-    has_replay: ClassVar[bool] = True
-    state_cls: ClassVar[type] = SACState
-    critic_kind: ClassVar[str] = "scalar"
-    """Critic output head (`networks.QHead.kind`)."""
-    num_atoms: ClassVar[int] = 1
+    spec: EnvSpec
+    train: Any
+    actor: ActorHead
+    critic: CriticHead
+    state_cls: type = SACState
+    extra_state: Callable[[], dict] = dict
 
     def validate(self) -> None:
         """Raises ValueError (before compiling) for inconsistent sizes or settings."""
@@ -90,13 +159,12 @@ class SoftActorCritic(AgentBase):
         check_choice("obs_dtype", c.obs_dtype, ("float32", "bfloat16"))
         check_choice("activation", c.activation, tuple(ACTIVATIONS))
         check_positive(c, "num_q", "policy_delay", "n_step")
-        check_log_std_bounds(*self.log_std_bounds)
+        check_log_std_bounds(*self.actor.log_std_bounds)
         if c.truncation == "brax" and c.n_step != 1:
             raise ValueError("truncation='brax' masks single transitions: use n_step = 1.")
         low_high = c.noise_scale_range
         if low_high is not None and not 0 < low_high[0] <= low_high[1]:
             raise ValueError(f"noise_scale_range must be 0 < low <= high, got {low_high}.")
-        super().validate()
         self.replay.validate()
 
     @property
@@ -106,28 +174,10 @@ class SoftActorCritic(AgentBase):
 
     # ----- networks and policy -----------------------------------------------------------
     @property
-    def log_std_bounds(self) -> tuple[float, float]:
-        """Range of the actor's log-std head (SAC: the config's `log_std_min/max`)."""
-        return self.config.log_std_min, self.config.log_std_max
-
-    @property
-    def actor_net(self):
-        c = self.config
-        lo, hi = self.log_std_bounds
-        return GaussianActor(tuple(c.actor_hidden), self.spec.action_size, c.activation,
-                             c.normalized_nets, c.num_blocks, c.layer_norm, lo, hi,
-                             c.normalized_bias)
-
-    def make_dist(self, head_out):
-        """Distribution object from the actor head's output `(mu, log_std)`."""
-        mu, log_std = head_out
-        return distributions.TanhGaussian(loc=mu, scale=jnp.exp(log_std))
-
-    @property
     def critic_net(self):
         c = self.config
-        return ensemble(QHead, c.num_q)(tuple(c.critic_hidden), self.critic_kind,
-                                        self.num_atoms, c.activation, c.normalized_nets,
+        return ensemble(QHead, c.num_q)(tuple(c.critic_hidden), self.critic.kind,
+                                        self.critic.num_atoms, c.activation, c.normalized_nets,
                                         c.num_blocks, c.layer_norm, c.normalized_bias)
 
     def apply_net(self, net, variables, *args, train: bool = False):
@@ -139,8 +189,10 @@ class SoftActorCritic(AgentBase):
 
     def policy(self, actor_vars, obs, train: bool = False):
         """(distribution object, possibly BN-updated variables) for prepared `obs`."""
-        out, actor_vars = self.apply_net(self.actor_net, actor_vars, obs, train=train)
-        return self.make_dist(out), actor_vars
+        if self.actor.policy is not None:
+            return self.actor.policy(actor_vars, obs), actor_vars
+        out, actor_vars = self.apply_net(self.actor.net, actor_vars, obs, train=train)
+        return self.actor.make_dist(out), actor_vars
 
     def prepare_obs(self, state, obs, key_name: str):
         """Running-statistics normalization (if on) and the dict key `key_name`; float32."""
@@ -151,8 +203,8 @@ class SoftActorCritic(AgentBase):
         return obs.astype(jnp.float32)
 
     def q_values(self, out):
-        """Expected value per head `[E, ...]` from the critic output."""
-        return out[..., 0]
+        """Expected value per head `[E, ...]` from the critic output (the critic head's)."""
+        return self.critic.q_values(out)
 
     def aggregate(self, q):
         return q.min(axis=0) if self.config.q_agg == "min" else q.mean(axis=0)
@@ -163,20 +215,12 @@ class SoftActorCritic(AgentBase):
                 "flash": 0.5 * a * math.log(2 * math.pi * math.e * 0.15 ** 2)
                 }[self.config.target_entropy]
 
-    def target_action(self, dist, key):
-        """Next action and log-prob of the critic target (SAC: a fresh policy sample)."""
-        return dist.sample_and_log_prob(key)
-
     # ----- state -------------------------------------------------------------------------
-    def extra_state(self) -> dict:
-        """More initial state fields for `state_cls` (FastDSAC: `wbar`)."""
-        return {}
-
     def init(self, key, hp):
         c, spec = self.config, self.spec
         k_actor, k_critic = jax.random.split(key)
         obs = zeros_obs(spec, (1,))
-        actor = self.actor_net.init(k_actor, _flat(obs, c.policy_obs_key), False)
+        actor = self.actor.net.init(k_actor, _flat(obs, c.policy_obs_key), False)
         critic = self.critic_net.init(k_critic, _flat(obs, c.critic_obs_key),
                                       jnp.zeros((1, spec.action_size)), False)
         hp = {k: jnp.asarray(v, jnp.float32) for k, v in hp.items()}
@@ -274,12 +318,12 @@ class SoftActorCritic(AgentBase):
         batch, key = inputs
         k_critic, k_actor = jax.random.split(key)
         lr = self.learning_rate(state)
-        state, metrics = self._critic_step(state, batch, k_critic, lr)
+        state, metrics = self.critic_step(state, batch, k_critic, lr)
         do_actor = state.num_updates % self.config.policy_delay == 0
-        actor_shape = jax.eval_shape(self._actor_step, state, batch, k_actor, lr)[1]
+        actor_shape = jax.eval_shape(self.actor_step, state, batch, k_actor, lr)[1]
         zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), actor_shape)
         state, actor_metrics = jax.lax.cond(
-            do_actor, self._actor_step, lambda s, b, k, lr_: (s, zeros), state, batch, k_actor,
+            do_actor, self.actor_step, lambda s, b, k, lr_: (s, zeros), state, batch, k_actor,
             lr)
         target = ema(state.target_critic, state.params["critic"], state.hp["tau"])
         state = state.replace(target_critic=target, num_updates=state.num_updates + 1)
@@ -304,8 +348,8 @@ class SoftActorCritic(AgentBase):
             r = r / reward_scaling.scale(state.reward_stats)
         return r
 
-    def _critic_step(self, state, batch, key, lr):
-        grad_fn = jax.value_and_grad(self.critic_loss, has_aux=True)
+    def critic_step(self, state, batch, key, lr):
+        grad_fn = jax.value_and_grad(self.critic.loss, has_aux=True)
         critic = state.params["critic"]
         (_, (metrics, critic_vars, updates)), grads = grad_fn(critic["params"], state, batch,
                                                               key)
@@ -322,10 +366,6 @@ class SoftActorCritic(AgentBase):
         params, opt_state = optim.apply(opt, opt_state, params, grads, lr)
         return (project_weights(params) if self.config.normalized_nets else params), opt_state
 
-    def critic_loss(self, critic_params, state, batch, key):
-        """`(loss, (metrics, critic variables, state field updates))`; subclasses define it."""
-        raise NotImplementedError
-
     def scalar_critic_loss(self, critic_params, state, batch, key):
         """`0.5 mean((Q_i - y)^2)` over heads and batch (truncated steps masked with
         `truncation="brax"`), `y` the soft TD target with the ensemble reduced by `q_agg`.
@@ -339,15 +379,14 @@ class SoftActorCritic(AgentBase):
                 else jnp.ones_like(reward))
         target = losses.soft_td_target(reward, batch.discount,
                                        self.aggregate(self.q_values(tgt)), alpha_logp)
-        loss = 0.5 * jnp.mean(jnp.square(self.q_values(out) - jax.lax.stop_gradient(target))
-                              * mask)
+        loss = losses.soft_q_loss(self.q_values(out), target, mask)
         return loss, out, variables, alpha_logp
 
     def next_action(self, state, batch, key):
         """Target action at `next_obs` and `alpha * log pi(a')`, both constants."""
         next_pi = self.prepare_obs(state, batch.next_obs, self.config.policy_obs_key)
         dist, _ = self.policy(state.params["actor"], next_pi)
-        next_a, next_logp = self.target_action(dist, key)
+        next_a, next_logp = self.actor.target_action(dist, key)
         return jax.lax.stop_gradient(next_a), jax.lax.stop_gradient(
             jnp.exp(state.log_alpha) * next_logp)
 
@@ -375,9 +414,12 @@ class SoftActorCritic(AgentBase):
         tgt, _ = self.apply_net(self.critic_net, state.target_critic, next_obs, next_a)
         return out, jax.lax.stop_gradient(tgt), variables
 
-    def _actor_step(self, state, batch, key, lr):
+    def actor_step(self, state, batch, key, lr):
+        """Actor and temperature step (the actor head's own step size if it has one)."""
+        if self.actor.learning_rate is not None:
+            lr = self.actor.learning_rate(state, lr)
         opt = self._optimizers()
-        grad_fn = jax.value_and_grad(self._actor_loss, has_aux=True)
+        grad_fn = jax.value_and_grad(self.actor_loss, has_aux=True)
         actor = state.params["actor"]
         (_, (metrics, actor_vars, logp)), grads = grad_fn(actor["params"], state, batch, key)
         params, opt_actor = self._opt_step(opt["actor"], state.opt_state["actor"],
@@ -391,7 +433,7 @@ class SoftActorCritic(AgentBase):
             log_alpha=log_alpha)
         return state, dict(metrics, **{"train/alpha": jnp.exp(log_alpha)})
 
-    def _actor_loss(self, actor_params, state, batch, key):
+    def actor_loss(self, actor_params, state, batch, key):
         """`mean(alpha log pi(a|s) - agg_i Q_i(s, a))`, critic in evaluation mode. With
         `normalized_nets` the actor's BN runs in training mode on `concat(s, s')` (FlashSAC)."""
         c = self.config
@@ -408,7 +450,7 @@ class SoftActorCritic(AgentBase):
         q_out, _ = self.apply_net(self.critic_net, state.params["critic"],
                                   self.prepare_obs(state, batch.obs, c.critic_obs_key), action)
         q = self.aggregate(self.q_values(q_out))
-        loss = jnp.mean(jax.lax.stop_gradient(jnp.exp(state.log_alpha)) * logp - q)
+        loss = losses.sac_actor_loss(logp, q, jnp.exp(state.log_alpha))
         metrics = {"train/actor_loss": loss, "train/entropy": -logp.mean(), **dist.metrics()}
         return loss, (metrics, variables, logp)
 

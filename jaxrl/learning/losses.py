@@ -1,5 +1,6 @@
-"""Losses and targets shared by the agents: PPO's clipped surrogate and value loss, the SAC
-temperature step, soft TD targets (scalar and C51), and their cross-entropy.
+"""Losses and targets of the agents: PPO's clipped surrogate and value loss; SAC's temperature
+step, soft TD targets (scalar and C51), critic and policy losses; DSAC-T's Gaussian critic loss;
+the cross-entropies of the categorical critics; FPO's ratio and trust-region objectives.
 
 Shapes: B = batch, E = critic ensemble heads, K = atoms; float32 throughout.
 """
@@ -66,6 +67,97 @@ def soft_td_target(reward, discount, next_q, alpha_log_prob):
     """Soft TD target `r + d (Q'(s', a') - alpha log pi(a'|s'))` (arXiv 1812.05905, Eq. 3),
     float32 `[B]`; `discount` is `gamma^n (1 - terminated)` of an n-step window."""
     return reward + discount * (next_q - alpha_log_prob)
+
+
+def soft_q_loss(q, target, mask):
+    """SAC's critic loss `0.5 mean_{e,b}(mask_b (Q_e(s_b, a_b) - y_b)^2)` (Haarnoja et al.,
+    arXiv 1812.05905, Eq. 5, over every ensemble head).
+
+    Args:
+        q: float32 `[E, B]` online Q of each head; target: `[B]` soft TD target (a constant);
+        mask: float32 `[B]` (0 drops a transition, Brax's truncation mask).
+    """
+    return 0.5 * jnp.mean(jnp.square(q - jax.lax.stop_gradient(target)) * mask)
+
+
+def sac_actor_loss(log_prob, q, alpha):
+    """SAC's policy loss `mean_b(alpha log pi(a_b|s_b) - Q(s_b, a_b))` with reparameterized
+    `a_b ~ pi(.|s_b)` (arXiv 1812.05905, Eq. 7); `alpha` is a constant.
+
+    Args:
+        log_prob, q: float32 `[B]` (q: the ensemble already reduced); alpha: float32 scalar.
+    """
+    return jnp.mean(jax.lax.stop_gradient(alpha) * log_prob - q)
+
+
+# --- DSAC-T (Duan et al., IEEE TPAMI 2025, arXiv 2310.05858; `Jingliang-Duan/DSAC-v2`) -------
+
+def dsac_t_loss(q, sigma, q_hat, sigma_hat, y_q, y_zb, wbar, b):
+    """DSAC-T "original" critic loss of one head, with the `b` guard of `dsac_v2.py`, averaged
+    over the batch.
+
+    `L = (wbar^2 + b) mean[-(y_q - Qhat)/(sigmahat^2 + b) Q
+    - ((Qhat - y_zb)^2 - sigmahat^2)/(sigmahat^3 + b) sigma]`; hats are stop-gradient copies.
+    For `b = 0` its gradients are the Gaussian NLL gradients times `wbar^2`.
+
+    Args:
+        q, sigma: `[B]` online mean and std (differentiated).
+        q_hat, sigma_hat: `[B]` the same values, treated as constants.
+        y_q, y_zb: `[B]` expected-value target and clipped sample target.
+        wbar: scalar EMA of the mean std; b: float.
+    """
+    sg = jax.lax.stop_gradient
+    q_hat, sigma_hat = sg(q_hat), sg(sigma_hat)
+    mean_term = -(sg(y_q) - q_hat) / (sigma_hat ** 2 + b) * q
+    std_term = -((q_hat - sg(y_zb)) ** 2 - sigma_hat ** 2) / (sigma_hat ** 3 + b) * sigma
+    return (sg(wbar) ** 2 + b) * jnp.mean(mean_term + std_term, axis=-1)
+
+
+def clip_sample_target(q_hat, y_z, wbar):
+    """`y_zb = Qhat + clip(y_z - Qhat, -3 wbar, 3 wbar)` (variance-based target clipping)."""
+    return q_hat + jnp.clip(y_z - q_hat, -3.0 * wbar, 3.0 * wbar)
+
+
+def update_wbar(wbar, batch_sigma_mean, tau):
+    """EMA `wbar <- (1 - tau) wbar + tau mean(sigma)`; a negative `wbar` (unset) takes the
+    first batch mean."""
+    return jnp.where(wbar < 0, batch_sigma_mean, (1.0 - tau) * wbar + tau * batch_sigma_mean)
+
+
+def dsac_critic_loss(q, sigma, q_bar, sigma_bar, reward, discount, alpha_log_prob, key, wbar,
+                     tau, b, keep=None):
+    """DSAC-T's critic loss summed over an ensemble of Gaussian heads `(Q_i, sigma_i)`.
+
+    With `j = argmin_i Qbar_i(s', a')` and `zbar = Qbar_j + clip(eps, -3, 3) sigmabar_j`,
+    `eps ~ N(0, 1)`: the expected-value target `y_q = r + d (Qbar_j - alpha log pi(a'))`, the
+    sample target `y_z = r + d (zbar - alpha log pi(a'))`, each head's `wbar_i` updated by
+    `update_wbar`, `y_zb = clip_sample_target(Q_i, y_z, wbar_i)`, and the sum over heads of
+    `dsac_t_loss` (arXiv 2310.05858, Sec. 4; `luge66/FastDSAC` `fast_dsac/fastdsac.py`).
+
+    Args:
+        q, sigma: float32 `[E, B]` online mean and std (differentiated).
+        q_bar, sigma_bar: `[E, B]` target-critic mean and std at `(s', a')` (constants).
+        reward, discount, alpha_log_prob: float32 `[B]` (`discount` = `gamma^n (1 - d)`).
+        key: PRNG key of the sample noise; wbar: float32 `[E]`; tau: EMA rate; b: float.
+        keep: optional float32 `[B]` mask (Brax truncation: 0 drops a transition).
+
+    Returns:
+        (loss, new wbar `[E]`, metrics `train/critic_loss`, `q_mean`, `sigma_mean`, `wbar`).
+    """
+    j = jnp.argmin(q_bar, axis=0)
+    pick = lambda x: jnp.take_along_axis(x, j[None], axis=0)[0]  # noqa: E731
+    eps = jnp.clip(jax.random.normal(key, j.shape), -3.0, 3.0)
+    z_bar = pick(q_bar) + eps * pick(sigma_bar)
+    y_q = reward + discount * (pick(q_bar) - alpha_log_prob)
+    y_z = reward + discount * (z_bar - alpha_log_prob)
+    wbar = update_wbar(wbar, jax.lax.stop_gradient(sigma).mean(axis=1), tau)
+    y_zb = clip_sample_target(jax.lax.stop_gradient(q), y_z[None], wbar[:, None])
+    if keep is not None:
+        q, sigma = q * keep, sigma * keep
+    loss = jnp.sum(jax.vmap(dsac_t_loss, in_axes=(0, 0, 0, 0, None, 0, 0, None))(
+        q, sigma, q, sigma, y_q, y_zb, wbar, b))
+    return loss, wbar, {"train/critic_loss": loss, "train/q_mean": q.mean(),
+                        "train/sigma_mean": sigma.mean(), "train/wbar": wbar.mean()}
 
 
 def categorical_td_target(target_logits, reward, discount, alpha_log_prob, v_min: float,

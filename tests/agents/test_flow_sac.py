@@ -76,7 +76,7 @@ def _actor_grad_norm(num_steps):
                        action=jax.random.uniform(k_act, (256, 1), minval=-1, maxval=1),
                        reward=jnp.zeros(256), terminated=jnp.zeros(256),
                        truncated=jnp.zeros(256), next_obs=jnp.zeros((256, 2)), extras={})
-    grads = jax.grad(lambda p: agent._actor_loss(p, state, batch, k_loss)[0])(
+    grads = jax.grad(lambda p: agent.core.actor_loss(p, state, batch, k_loss)[0])(
         state.params["actor"]["params"])
     velocity = {k: v for k, v in grads.items() if not k.startswith("log_std")}
     return float(jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(velocity))))
@@ -101,7 +101,8 @@ def test_deterministic_act_is_deterministic_and_exportable(cell):
     det2, _ = agent.act(state, obs, jax.random.PRNGKey(3), True)
     np.testing.assert_array_equal(det1, det2)
     # Past warm-up, samples differ from the mode and from each other.
-    dist, _ = agent.policy(state.params["actor"], agent.prepare_obs(state, obs, "state"))
+    core = agent.core
+    dist, _ = core.policy(state.params["actor"], core.prepare_obs(state, obs, "state"))
     s1, _ = dist.sample_and_log_prob(jax.random.PRNGKey(2))
     s2, _ = dist.sample_and_log_prob(jax.random.PRNGKey(3))
     assert not np.allclose(s1, det1) and not np.allclose(s1, s2)
