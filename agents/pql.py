@@ -390,7 +390,7 @@ class PQL(AgentBase):
 
         def loss_fn(p):
             q = self.q_values(critic_vars, obs, self.pi(dict(actor, params=p), obs))
-            loss = -jnp.mean(q.min(axis=0))
+            loss = losses.deterministic_actor_loss(q)
             return loss, {"train/actor_loss": loss}
 
         grads, metrics = self._grads(loss_fn, actor["params"])
@@ -421,7 +421,7 @@ class PQL(AgentBase):
         tgt = jax.lax.stop_gradient(self.critic_net.apply(state.target_critic, next_obs, next_a))
         if c.critic_type == "scalar":
             y = reward + batch.discount * tgt[..., 0].min(axis=0)
-            loss = jnp.mean(jnp.square(out[..., 0] - y[None]), axis=1).sum()
+            loss = losses.twin_td_loss(out[..., 0], y)
             return loss, {"train/critic_loss": loss, "train/q_mean": out[..., 0].mean(),
                           "train/td_target": y.mean()}
         if c.distributional_target == "min_bce":

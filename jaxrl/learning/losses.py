@@ -90,6 +90,22 @@ def sac_actor_loss(log_prob, q, alpha):
     return jnp.mean(jax.lax.stop_gradient(alpha) * log_prob - q)
 
 
+def twin_td_loss(q, target):
+    """TD3/PQL's critic loss `sum_e mean_b (Q_e(s_b, a_b) - y_b)^2` (Fujimoto et al.,
+    arXiv 1802.09477, Eq. 10 per head; `Improbable-AI/pql` `pql/algo/pql_v_learner.py`).
+
+    Args:
+        q: float32 `[E, B]` online Q of each head; target: `[B]` TD target (a constant).
+    """
+    return jnp.mean(jnp.square(q - jax.lax.stop_gradient(target)[None]), axis=1).sum()
+
+
+def deterministic_actor_loss(q):
+    """DDPG/TD3's policy loss `-mean_b min_e Q_e(s_b, pi(s_b))` (Lillicrap et al., arXiv
+    1509.02971, Eq. 6, with the twins' minimum as PQL's P-learner): q float32 `[E, B]`."""
+    return -jnp.mean(q.min(axis=0))
+
+
 # --- DSAC-T (Duan et al., IEEE TPAMI 2025, arXiv 2310.05858; `Jingliang-Duan/DSAC-v2`) -------
 
 def dsac_t_loss(q, sigma, q_hat, sigma_hat, y_q, y_zb, wbar, b):
