@@ -218,7 +218,7 @@ def zero_noise_eval(agent_name, env_name, cfg, agent_cfg, result, seed: int = 0)
     agent, env, spec = assemble.build(agent_name, env_name, cfg,
                                       dataclasses.replace(agent_cfg, zero_sampling_eval=True))
     key = assemble.eval_key(result.runner.key, seed, cfg.num_chunks - 1)  # the last eval's
-    ev = runner.make_evaluator(agent, env, spec, cfg)(result.runner.agent_state, key)
+    ev = runner.make_evaluator(agent, env)(result.runner.agent_state, key)
     return float(np.mean(jax.device_get(ev["eval/episode_return"])))
 
 

@@ -62,7 +62,7 @@ def setup(preset_name: str, num_seeds: int, iterations: int):
     total = iterations * base.env_steps_per_iteration
     cfg = dataclasses.replace(base, total_env_steps=total)
     agent, env, spec = build(preset.agent, preset.env, cfg, agent_cfg)
-    init, chunk = loop.make_train(agent, env, spec, cfg)
+    init, chunk = loop.make_train(agent, env)
     hp = agent.default_hp()
     runner = jax.jit(jax.vmap(init))(seed_keys(cfg), stack_hp(hp, num_seeds))
     return agent, env, spec, cfg, chunk, runner

@@ -1,4 +1,5 @@
-"""The one training loop: `make_train(agent, env, cfg) -> (init, chunk)`.
+"""The one training loop: `make_train(agent, env) -> (init, chunk)` (the agent holds the env's
+spec and the run's `TrainConfig`).
 
 `chunk` is a `lax.scan` over iterations of "collect `unrolls_per_update` unrolls of
 `unroll_length` steps in `num_envs` envs, then `agent.update`". The host driver (`runner.py`) calls
@@ -177,12 +178,15 @@ def make_env(base_env, cfg: TrainConfig):
                                       cfg.max_resets)
 
 
-def make_train(agent: Agent, base_env, spec, cfg: TrainConfig, emulate_devices: bool = False):
-    """Returns `init(key, hp) -> RunState` and `chunk(RunState) -> (RunState, metrics)` (pure).
+def make_train(agent: Agent, base_env, emulate_devices: bool = False):
+    """Returns `init(key, hp) -> RunState` and `chunk(RunState) -> (RunState, metrics)` (pure)
+    of `agent` (which holds the env's spec and the run's `TrainConfig`, `agent.train`) on
+    `base_env`.
 
     The chunk runs on the devices of `agent.layout` (`engine.layouts`); with `emulate_devices`
     a `data` layout's per-shard program runs on one device instead (vmapped shards).
     """
+    cfg = agent.train
     env = make_env(base_env, cfg)
 
     def init(key, hp):
@@ -279,9 +283,9 @@ def _summarize(metrics: dict) -> dict:
     return out
 
 
-def train_fused(agent: Agent, base_env, spec, cfg: TrainConfig, keys: jax.Array,
-                hps: dict):
-    """All chunks of all seeds/hp members in one `jit(vmap(...))` call (sweeps and tests).
+def train_fused(agent: Agent, base_env, keys: jax.Array, hps: dict):
+    """All chunks of all seeds/hp members in one `jit(vmap(...))` call (sweeps and tests), for
+    `agent.train`'s `num_chunks`.
 
     Args:
         keys: PRNG keys, one per member: typed `[S]` (`jax.random.key`) or raw `[S, 2]`.
@@ -290,10 +294,10 @@ def train_fused(agent: Agent, base_env, spec, cfg: TrainConfig, keys: jax.Array,
     Returns:
         (final RunState with leading axis S, metrics dict of `[S, num_chunks]`).
     """
-    init, chunk = make_train(agent, base_env, spec, cfg)
+    init, chunk = make_train(agent, base_env)
 
     def train_one(key, hp):
         runner = init(key, hp)
-        return jax.lax.scan(lambda r, _: chunk(r), runner, None, cfg.num_chunks)
+        return jax.lax.scan(lambda r, _: chunk(r), runner, None, agent.train.num_chunks)
 
     return jax.jit(parallel.member_map(train_one))(keys, hps)

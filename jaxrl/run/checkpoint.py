@@ -324,12 +324,13 @@ def existing_steps(run_dir: str) -> list[int]:
 # --- rebuilding a run ---------------------------------------------------------------------------
 
 
-def abstract_runner(agent, env, spec: EnvSpec, cfg: loop.TrainConfig, hp: dict | None,
-                    with_jaxpr: bool = False, init=None):
-    """(the `[S]` initial runner as shape structs, init fn, `[S, 2]` keys, `[S]` hps), traced
-    once (`jax.jit(...).trace`); with `with_jaxpr`, the traced init program is appended.
-    `init`: the run's own (`loop.make_train`), else made here."""
-    init = init or loop.make_train(agent, env, spec, cfg)[0]
+def abstract_runner(agent, env, hp: dict | None, with_jaxpr: bool = False, init=None):
+    """(the `[S]` initial runner as shape structs, init fn, `[S, 2]` keys, `[S]` hps) of
+    `agent`'s run (`agent.train`), traced once (`jax.jit(...).trace`); with `with_jaxpr`, the
+    traced init program is appended. `init`: the run's own (`loop.make_train`), else made
+    here."""
+    cfg = agent.train
+    init = init or loop.make_train(agent, env)[0]
     keys = assemble.seed_keys(cfg)
     hps = assemble.stack_hp(hp or agent.default_hp(), cfg.num_seeds)
     traced = jax.jit(parallel.member_map(init)).trace(keys, hps)
@@ -343,27 +344,24 @@ def restore_runner(
     meta: dict,
     agent,
     env,
-    spec: EnvSpec,
-    cfg: loop.TrainConfig,
     hp: dict | None,
     shardings=None,
 ) -> loop.RunState:
-    """Restores checkpoint `chunk` into a runner for (agent, env, cfg); an empty replay buffer
+    """Restores checkpoint `chunk` into a runner for (agent, env); an empty replay buffer
     (from a fresh `init`) replaces one that was not saved.
 
     Args:
         shardings: where the restored arrays go (`runner.placement`): orbax reads each
             device's shard straight into place (every process its own); None: one device.
     """
-    abstract, fresh = restore_target(agent, env, spec, cfg, hp, shardings)
+    abstract, fresh = restore_target(agent, env, hp, shardings)
     return restore_into(ckpt, chunk, meta, agent, abstract, fresh, shardings)
 
 
-def restore_target(agent, env, spec: EnvSpec, cfg: loop.TrainConfig, hp: dict | None,
-                   shardings=None, init=None):
+def restore_target(agent, env, hp: dict | None, shardings=None, init=None):
     """(abstract runner placed by `shardings`, `fresh()` giving a new runner) for
     `restore_into`, from tracing the run's init (`init`, else made here)."""
-    abstract, init, keys, hps = abstract_runner(agent, env, spec, cfg, hp, init=init)
+    abstract, init, keys, hps = abstract_runner(agent, env, hp, init=init)
     if shardings is not None:
         abstract = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
                                 abstract, shardings)
@@ -427,7 +425,7 @@ def load_run(run_dir: str, chunk: int | None = None, env_name: str | None = None
         step = ckpt.select(chunk)
         meta = ckpt.restore_meta(step)
         agent, env, spec = assemble.build(agent_name, train_env, cfg, agent_config)
-        state = restore_runner(ckpt, step, meta, agent, env, spec, cfg, hp)
+        state = restore_runner(ckpt, step, meta, agent, env, hp)
         if env_name != train_env:  # the runner's env_state stays the training env's
             agent, env, spec = assemble.build(agent_name, env_name, cfg, agent_config)
             check_spec(resolved, spec, env_name)

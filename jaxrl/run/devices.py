@@ -13,9 +13,9 @@ from jaxrl.engine.contract import Agent
 from jaxrl.run import checkpoint
 
 
-def placement(agent: Agent, env, spec, cfg: loop.TrainConfig, hp: dict | None = None,
-              note=None, init=None):
-    """(mesh, shardings of the member-stacked run state) of a run (`jaxrl.engine.parallel`):
+def placement(agent: Agent, env, hp: dict | None = None, note=None, init=None):
+    """(mesh, shardings of the member-stacked run state) of `agent`'s run (its `TrainConfig`,
+    `cfg = agent.train`; `jaxrl.engine.parallel`):
     data-parallel over `cfg.num_devices` devices; else members over the devices that divide
     their number (agents with a multi-device `layout` keep the members on one device); else
     (None, None). On CPU, a program with batched LAPACK calls (MJX's Cholesky) keeps its
@@ -27,13 +27,13 @@ def placement(agent: Agent, env, spec, cfg: loop.TrainConfig, hp: dict | None = 
             parallel, or members across processes) for a program with batched LAPACK calls
             (before compiling).
     """
+    cfg = agent.train
     data = cfg.num_devices > 1
     mesh = (parallel.data_mesh(cfg.num_devices) if data
             else parallel.seed_mesh(cfg.num_seeds if agent.layout[0] == "single" else 1))
     if mesh is None:
         return None, None
-    abstract, *_, jaxpr = checkpoint.abstract_runner(agent, env, spec, cfg, hp, with_jaxpr=True,
-                                                     init=init)
+    abstract, *_, jaxpr = checkpoint.abstract_runner(agent, env, hp, with_jaxpr=True, init=init)
     hazard = parallel.cpu_devices_deadlock(jaxpr)
     if hazard and (data or jax.process_count() > 1):
         where = f"num_devices={cfg.num_devices}" if data else "members across processes"
@@ -60,7 +60,7 @@ def compile_init(init, keys, hps, shardings):
                    out_shardings=shardings).lower(keys, hps).compile()
 
 
-def compile_chunk(agent: Agent, chunk, cfg: loop.TrainConfig, runner, mesh, shardings):
+def compile_chunk(agent: Agent, chunk, runner, mesh, shardings):
     """The compiled `chunk` (the run's, from `loop.make_train`) over the members of `runner`
     placed by `placement` (`parallel.member_map` / `over_members`); metrics come back
     replicated under data parallelism (every process reads them).
@@ -71,7 +71,7 @@ def compile_chunk(agent: Agent, chunk, cfg: loop.TrainConfig, runner, mesh, shar
     """
     if shardings is None:  # one device, or an agent layout that spreads the chunk itself
         fn, devices = jax.jit(parallel.member_map(chunk)), agent.layout[1]
-    elif cfg.num_devices > 1:  # data-parallel: XLA partitions the one-run program
+    elif agent.train.num_devices > 1:  # data-parallel: XLA partitions the one-run program
         fn, devices = jax.jit(parallel.member_map(chunk), in_shardings=(shardings,),
                               out_shardings=(shardings, parallel.replicated(mesh))), mesh.size
     else:  # members on a seed mesh: each device runs its members' program

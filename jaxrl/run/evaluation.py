@@ -14,17 +14,20 @@ from jaxrl.run import checkpoint
 from jaxrl.run.assemble import key_like
 
 
-def make_evaluator(agent: Agent, env, spec, cfg: loop.TrainConfig, randomize: bool | None = None,
-                   mesh=None, member_keys: bool = False):
+def make_evaluator(agent: Agent, env, cfg: loop.TrainConfig | None = None,
+                   randomize: bool | None = None, mesh=None, member_keys: bool = False):
     """jitted `(agent_state [S], key) -> eval metrics [S]`, deterministic policy.
 
+    `cfg`: the run's (`agent.train`, the default) or one with other eval settings
+    (`num_eval_envs`, `eval_randomization`).
     `randomize`: evaluate with `cfg.domain_randomization` (a fresh model per episode); None
     follows `cfg.eval_randomization`; False (or no randomization in `cfg`) uses the nominal model.
     `mesh`: a data-parallel run's mesh; the metrics then come back replicated on it.
     `member_keys`: the key is `[S]` too, one per member (a sweep evaluates each member as its
     own run would), instead of one key shared by all seeds.
     """
-    length = cfg.episode_length or spec.episode_length
+    cfg = cfg or agent.train
+    length = cfg.episode_length or agent.spec.episode_length
     randomize = cfg.eval_randomization if randomize is None else randomize
     choice = cfg.domain_randomization if randomize else None
     env = randomization.maybe_randomize(env, choice)
@@ -58,7 +61,7 @@ def evaluate_run(
         arrays `[S]`, or `[1]` with `seed_index`.
     """
     cfg = dataclasses.replace(loaded.cfg, num_eval_envs=num_episodes)
-    evaluator = make_evaluator(loaded.agent, loaded.env, loaded.spec, cfg, randomize)
+    evaluator = make_evaluator(loaded.agent, loaded.env, cfg, randomize)
     state = loaded.runner.agent_state
     if seed_index is not None:
         state = jax.tree.map(lambda x: x[seed_index : seed_index + 1], state)

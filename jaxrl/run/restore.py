@@ -168,8 +168,8 @@ def read_runner(reader, step: int, meta: dict, agent, abstract, fresh, shardings
     return checkpoint.restore_into(reader, step, meta, agent, abstract, fresh, shardings)
 
 
-def read_built(reader, step: int, meta: dict, agent, env, spec, cfg, hp, shardings, init=None):
+def read_built(reader, step: int, meta: dict, agent, env, hp, shardings, init=None):
     """`read_runner` for a run whose env is built: the structure comes from tracing its init
     (`init`, the run's own, else made here)."""
-    abstract, fresh = checkpoint.restore_target(agent, env, spec, cfg, hp, shardings, init)
+    abstract, fresh = checkpoint.restore_target(agent, env, hp, shardings, init)
     return read_runner(reader, step, meta, agent, abstract, fresh, shardings)

@@ -111,13 +111,12 @@ def train(
     def cold(note, env=env):
         if env is None:  # the stored programs failed to load
             env = build(agent_name, env_name, cfg, agent_config)[1]
-        init, chunk = loop.make_train(agent, env, spec, cfg)  # once per run
-        mesh, shardings = placement(agent, env, spec, cfg, hp, note, init)
+        init, chunk = loop.make_train(agent, env)  # once per run
+        mesh, shardings = placement(agent, env, hp, note, init)
         with warm.compiling():
             init_compiled = compile_init(init, keys, hps, shardings)
             runner = init_compiled(keys, hps)
-            compiled, evaluator = _programs(agent, env, spec, cfg, chunk, runner, mesh,
-                                            shardings)
+            compiled, evaluator = _programs(agent, env, chunk, runner, mesh, shardings)
             text = _members_text(cfg, mesh)
             if warm.key is not None:
                 evaluator = warm.store_programs(init_compiled, compiled, evaluator, runner, cfg,
@@ -171,10 +170,10 @@ def resume(run_dir: str, progress: bool = True, programs: str | None = None,
         read = functools.partial(restore.read_runner, agent=agent, abstract=abstract, fresh=fresh,
                                  shardings=shardings)
     else:
-        init, chunk = loop.make_train(agent, env, spec, cfg)  # once per run
-        mesh, shardings = placement(agent, env, spec, cfg, hp, notes.append, init)
-        read = functools.partial(restore.read_built, agent=agent, env=env, spec=spec,
-                                 cfg=cfg, hp=hp, shardings=shardings, init=init)
+        init, chunk = loop.make_train(agent, env)  # once per run
+        mesh, shardings = placement(agent, env, hp, notes.append, init)
+        read = functools.partial(restore.read_built, agent=agent, env=env, hp=hp,
+                                 shardings=shardings, init=init)
     step, meta, state = restore.newest_readable(run_dir, read, notes.append)
     records = list(meta["records"])[:step]
     if distributed.is_primary():
@@ -189,8 +188,7 @@ def resume(run_dir: str, progress: bool = True, programs: str | None = None,
             return Program(state, stored[1], stored[2], warm.meta["info"]["members"],
                            "loaded the compiled programs")
         with warm.compiling():
-            compiled, evaluator = _programs(agent, env, spec, cfg, chunk, state, mesh,
-                                            shardings)
+            compiled, evaluator = _programs(agent, env, chunk, state, mesh, shardings)
             text = _members_text(cfg, mesh)
             if warm.key is not None:
                 evaluator = warm.store_programs(compile_init(init, keys, hps, shardings),
@@ -225,10 +223,10 @@ def _resumable(run_dir: str, total_env_steps: int | None, max_train_seconds: flo
     return resolved, agent_name, env_name, cfg, agent_config, hp, run
 
 
-def _programs(agent, env, spec, cfg, chunk, runner, mesh, shardings):
+def _programs(agent, env, chunk, runner, mesh, shardings):
     """(compiled `chunk`, jitted evaluator or None) of a placed run (`placement`)."""
-    compiled = compile_chunk(agent, chunk, cfg, runner, mesh, shardings)
-    evaluator = make_evaluator(agent, env, spec, cfg, mesh=mesh) if cfg.num_eval_envs else None
+    compiled = compile_chunk(agent, chunk, runner, mesh, shardings)
+    evaluator = make_evaluator(agent, env, mesh=mesh) if agent.train.num_eval_envs else None
     return compiled, evaluator
 
 

@@ -157,13 +157,13 @@ def run_sweep(agent_name, env_name, cfg, agent_config, members, sweep_dir, progr
             `runner.train`.
     """
     run = run or loop.RunConfig()
-    agent, env, spec, resolved = prepare(agent_name, env_name, cfg, agent_config, members,
+    agent, env, _, resolved = prepare(agent_name, env_name, cfg, agent_config, members,
                                          sweep_dir, preset, run, search, pbt_config)
     warm = warm_start.lookup(programs, agent_name, env_name, _sweep_cfg(cfg, members),
                              agent_config, None, kind="sweep")
     population = pbt.population(agent, agent_name, cfg, run, members, sweep_dir, pbt_config,
                                 search)
-    return _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress, warm,
+    return _session(agent, env, cfg, run, members, sweep_dir, resolved, progress, warm,
                     population=population)
 
 
@@ -205,19 +205,18 @@ def resume_sweep(sweep_dir: str, progress: bool = True, programs: str | None = N
     notes = []
     stored = restore.load_stored(warm, notes.append)
     if stored is not None:  # the structure comes from the stored init: no env, no trace
-        agent, env, spec = build_agent(agent_name, scfg, agent_config, warm.meta["spec"]), None, \
-            None
+        agent, env = build_agent(agent_name, scfg, agent_config, warm.meta["spec"]), None
         abstract, made = stored[0].out_info, None
     else:
-        agent, env, spec = build(agent_name, env_name, scfg, agent_config)
-        made = loop.make_train(agent, env, spec, scfg)  # once per sweep
-        abstract = checkpoint.abstract_runner(agent, env, spec, scfg, None, init=made[0])[0]
+        agent, env, _ = build(agent_name, env_name, scfg, agent_config)
+        made = loop.make_train(agent, env)  # once per sweep
+        abstract = checkpoint.abstract_runner(agent, env, None, init=made[0])[0]
     state, records = _restore_members(agent, abstract, members, sweep_dir, step)
     population = pbt.population(agent, agent_name, cfg, run, members, sweep_dir,
                                 pbt.saved_config(spec_json), spec_json.get("search"))
     if population is not None:
         population.lineage.cut(step)
-    return _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress, warm,
+    return _session(agent, env, cfg, run, members, sweep_dir, resolved, progress, warm,
                     records, (state, stored, notes, made), population)
 
 
@@ -271,7 +270,7 @@ def _restore_members(agent, abstract, members, sweep_dir, step):
     return state, records
 
 
-def _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress, warm,
+def _session(agent, env, cfg, run, members, sweep_dir, resolved, progress, warm,
              records=None, resumed=None, population=None):
     """The run session (`session.run_session`) of the `[S]` program with one run dir per
     member. `resumed`: (restored state, loaded programs or None, notes, (init, chunk) or None)
@@ -286,7 +285,7 @@ def _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress,
         n = len(members)
         note(f"{'loading' if stored else 'compiling'} {n} member{'' if n == 1 else 's'} as one "
              "program ...")
-        program = _programs(agent, env, spec, cfg, members, resolved, warm, stored,
+        program = _programs(agent, env, cfg, members, resolved, warm, stored,
                             resumed[0] if resumed else None, note,
                             resumed[3] if resumed else None)
         if population is not None:
@@ -298,8 +297,7 @@ def _session(agent, env, spec, cfg, run, members, sweep_dir, resolved, progress,
                                sweep_dir, "", per_member * len(members))
 
 
-def _programs(agent, env, spec, cfg, members, resolved, warm, stored, restored, note,
-              made=None):
+def _programs(agent, env, cfg, members, resolved, warm, stored, restored, note, made=None):
     """The `session.Program` of a sweep (its text: the devices the members are on): from the
     loaded programs `stored` (placed as their init's output), or compiled (and stored when
     `warm` has a key). `restored`: a resumed sweep's host state; None starts afresh. `made`:
@@ -312,19 +310,20 @@ def _programs(agent, env, spec, cfg, members, resolved, warm, stored, restored, 
         state = init(keys, hps) if restored is None else jax.device_put(restored, shardings)
         devices = len({d for s in jax.tree.leaves(shardings) for d in s.device_set})
         return Program(state, chunk, evaluator, f"members on {devices} device(s)", "loaded")
-    init_fn, chunk_fn = made or loop.make_train(agent, env, spec, scfg)  # once per sweep
-    mesh, shardings = placement(agent, env, spec, scfg, None, note, init_fn)
+    init_fn, chunk_fn = made or loop.make_train(agent, env)  # once per sweep
+    mesh, shardings = placement(agent, env, None, note, init_fn)
     with warm.compiling():
         init = None
         if restored is None or warm.key is not None:
             init = compile_init(init_fn, keys, hps, shardings)
         state = init(keys, hps) if restored is None else (
             restored if shardings is None else jax.device_put(restored, shardings))
-        chunk = compile_chunk(agent, chunk_fn, scfg, state, mesh, shardings)
-        evaluator = (make_evaluator(agent, env, spec, scfg, mesh=mesh, member_keys=True)
+        chunk = compile_chunk(agent, chunk_fn, state, mesh, shardings)
+        evaluator = (make_evaluator(agent, env, mesh=mesh, member_keys=True)
                      if cfg.num_eval_envs else None)
         if warm.key is not None:
-            evaluator = warm.store_programs(init, chunk, evaluator, state, scfg, spec, "", note,
+            evaluator = warm.store_programs(init, chunk, evaluator, state, scfg, agent.spec, "",
+                                            note,
                                             eval_keys=_eval_keys(state, members, 0))
     devices = len(mesh.devices.flat) if mesh is not None else 1
     return Program(state, chunk, evaluator, f"members on {devices} device(s)", "compiled")

@@ -59,7 +59,7 @@ def test_two_chunks_on_toy_env(cell):
     cfg = _toy_cfg(num_seeds=2)
     agent, env, spec = runner.build("flow_sac", "PointMass1D", cfg,
                                     FlowSACConfig(**dict(SMALL, flow_cell=cell)))
-    final, metrics = loop.train_fused(agent, env, spec, cfg, runner.seed_keys(cfg),
+    final, metrics = loop.train_fused(agent, env, runner.seed_keys(cfg),
                                       runner.stack_hp(agent.default_hp(), 2))
     for k in ("train/critic_loss", "train/actor_loss", "train/alpha", "train/entropy"):
         assert metrics[k].shape == (2, 2) and np.isfinite(np.asarray(metrics[k])).all(), k

@@ -20,7 +20,7 @@ SMALL = {"policy_hidden": (16, 16), "value_hidden": (16, 16), "num_minibatches":
 def _setup(**over):
     agent_cfg = FPOConfig(**dict(SMALL, **over))
     agent, env, spec = runner.build("fpo", "PointMass1D", TRAIN, agent_cfg)
-    init, _ = loop.make_train(agent, env, spec, TRAIN)
+    init, _ = loop.make_train(agent, env)
     r = init(jax.random.PRNGKey(0), agent.default_hp())
     tenv = loop.make_env(env, TRAIN)
     policy = lambda o, k: agent.act(r.agent_state, o, k, False)  # noqa: E731

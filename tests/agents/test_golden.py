@@ -143,7 +143,7 @@ def _run(name: str):
     # Typed keys (`jax.random.key`): the record was made from raw `PRNGKey`s, so matching it
     # also shows typed keys give the same numbers as raw ones for every agent.
     keys = runner.seed_keys(cfg, SEED, typed=True)
-    final, metrics = loop.train_fused(agent, env, spec, cfg, keys, hps)
+    final, metrics = loop.train_fused(agent, env, keys, hps)
     return final.agent_state.params, metrics
 
 

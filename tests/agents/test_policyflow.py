@@ -31,7 +31,7 @@ def _build(env="PointMass1D", **over):
 
 
 def _rollout(agent, env, spec, steps=16):
-    init, _ = loop.make_train(agent, env, spec, TOY)
+    init, _ = loop.make_train(agent, env)
     r = init(jax.random.PRNGKey(0), agent.default_hp())
     policy = lambda o, k: agent.act(r.agent_state, o, k, False)  # noqa: E731
     _, traj = rollout.rollout(loop.make_env(env, TOY), policy, r.env_state,

@@ -19,7 +19,7 @@ PRESET = configs.get("ppo-toy-cpu")
 def _setup(**over):
     agent_cfg = dataclasses.replace(PRESET.agent_config, **over)
     agent, env, spec = runner.build("ppo", "PointMass1D", PRESET.train, agent_cfg)
-    init, _ = loop.make_train(agent, env, spec, PRESET.train)
+    init, _ = loop.make_train(agent, env)
     r = init(jax.random.PRNGKey(0), agent.default_hp())
     tenv = loop.make_env(env, PRESET.train)
     policy = lambda o, k: agent.act(r.agent_state, o, k, False)  # noqa: E731

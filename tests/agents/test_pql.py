@@ -118,7 +118,7 @@ def test_critic_target_uses_min_of_twin_targets():
 def test_update_counters_follow_the_ratios():
     agent, env, spec = _build(learning_starts=8, batch_size=8)  # learning from the first env step
     k_steps = 5
-    init, chunk = loop.make_train(agent, env, spec, CFG)
+    init, chunk = loop.make_train(agent, env)
     run = jax.jit(init)(jax.random.PRNGKey(0), agent.default_hp())
     run, metrics = jax.jit(chunk)(run)
     s = run.agent_state
@@ -180,8 +180,8 @@ def test_schedules_sweep_members_differ(critic_type, target, schedule):
     hps = {k: jnp.array([0.0 if k.endswith("learning_rate") else v, v]) for k, v in
            hp.items()}
     keys = jnp.stack([jax.random.PRNGKey(0)] * 2)
-    run, metrics = loop.train_fused(agent, env, spec, CFG, keys, hps)
-    init, _ = loop.make_train(agent, env, spec, CFG)
+    run, metrics = loop.train_fused(agent, env, keys, hps)
+    init, _ = loop.make_train(agent, env)
     start = init(jax.random.PRNGKey(0), hp)
     start_leaves = jax.tree.leaves(start.agent_state.params)
     for member, leaf in zip(jax.tree.leaves(run.agent_state.params), start_leaves, strict=True):
@@ -219,7 +219,7 @@ def test_too_few_devices_is_an_error_when_the_chunk_is_traced():
     """Building (and so loading a run for eval or export) needs no devices; tracing the chunk
     names the device count and the CPU flag."""
     agent, env, spec = _build(layout="data", num_devices=2)
-    init, chunk = loop.make_train(agent, env, spec, CFG)
+    init, chunk = loop.make_train(agent, env)
     run = jax.eval_shape(init, jax.random.PRNGKey(0), agent.default_hp())
     with pytest.raises(ValueError, match="needs 2 devices .* 1 visible .*device_count=2"):
         jax.eval_shape(chunk, run)

@@ -24,7 +24,7 @@ base = PQLConfig(actor_hidden=(16,), critic_hidden=(16,), batch_size=16, buffer_
 
 def run(config, emulate=False):
     agent, env, spec = runner.build("pql", "PointMass1D", cfg, config)
-    init, chunk = loop.make_train(agent, env, spec, cfg, emulate_devices=emulate)
+    init, chunk = loop.make_train(agent, env, emulate_devices=emulate)
     start = jax.jit(init)(jax.random.PRNGKey(0), agent.default_hp())
     return jax.jit(chunk)(start)
 

@@ -149,7 +149,7 @@ def test_agent_two_chunks_on_toy_env(name):
     agent_cfg = lookup(agent_name)[1](**overrides)
     agent, env, spec = runner.build(agent_name, "PointMass1D", cfg, agent_cfg)
     keys = runner.seed_keys(cfg)
-    final, metrics = loop.train_fused(agent, env, spec, cfg, keys,
+    final, metrics = loop.train_fused(agent, env, keys,
                                       runner.stack_hp(agent.default_hp(), 2))
     state = final.agent_state
     steps = cfg.real_total_env_steps

@@ -192,7 +192,7 @@ def test_new_agent_trains_through_the_public_runner(straight):
     assert any(k.startswith("eval/") for r in straight.records for k in r)
     # params moved away from the init the runner starts from (same keys, same hp)
     agent, env, spec = assemble.build(NAME, "PointMass1D", CFG, ToyDDPGConfig())
-    init, _ = loop.make_train(agent, env, spec, CFG)
+    init, _ = loop.make_train(agent, env)
     hp = assemble.stack_hp(agent.default_hp(), CFG.num_seeds)
     start = jax.jit(jax.vmap(init))(assemble.seed_keys(CFG), hp).agent_state.params
     trained = straight.runner.agent_state.params

@@ -99,7 +99,7 @@ cfg = dataclasses.replace(cfg, total_env_steps=2 * cfg.env_steps_per_iteration)
 out = {"devices": jax.device_count()}
 for env_name in ("PointMass1D", "Factorizing"):
     notes = []
-    mesh = runner.placement(*build("ppo", env_name, cfg, ppo), cfg, note=notes.append)[0]
+    mesh = runner.placement(*build("ppo", env_name, cfg, ppo)[:2], note=notes.append)[0]
     out[env_name] = [None if mesh is None else dict(mesh.shape), notes]
 for env_name, c in (("Factorizing", dataclasses.replace(cfg, num_devices=2, num_seeds=1)),
                     ("FactorizingStepOnly", cfg)):

@@ -82,8 +82,8 @@ for name in contract.list_agents():
     except ValueError as err:  # an agent with its own multi-device layout
         bad.append(f"{name}: {err}")
         continue
-    mesh, shardings = runner.placement(agent, e, spec, tcfg)
-    abstract = runner.checkpoint.abstract_runner(agent, e, spec, tcfg, None)[0]
+    mesh, shardings = runner.placement(agent, e)
+    abstract = runner.checkpoint.abstract_runner(agent, e, None)[0]
     for x, sh in zip(jax.tree.leaves(abstract), jax.tree.leaves(shardings)):
         sh.shard_shape(x.shape)  # raises when a sharded dimension does not divide
 out["agents_checked"] = len(contract.list_agents())

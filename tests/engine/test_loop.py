@@ -37,7 +37,7 @@ def chunked(built):
 def fused(built):
     agent, env, spec = built
     keys = runner.seed_keys(dataclasses.replace(CFG, num_seeds=2))
-    return loop.train_fused(agent, env, spec, CFG, keys, runner.stack_hp(agent.default_hp(), 2))
+    return loop.train_fused(agent, env, keys, runner.stack_hp(agent.default_hp(), 2))
 
 
 def test_chunked_equals_fused(chunked, fused):
@@ -56,7 +56,7 @@ def test_seeds_differ_and_repeat(built, fused):
     assert any(not np.allclose(x[0], x[1]) for x in p)  # two seeds, one call: different
     agent, env, spec = built
     keys = jnp.stack([jax.random.PRNGKey(0)] * 2)  # seed 0 twice
-    again, _ = loop.train_fused(agent, env, spec, CFG, keys,
+    again, _ = loop.train_fused(agent, env, keys,
                                 runner.stack_hp(agent.default_hp(), 2))
     for x in _leaves(again.agent_state.params):
         np.testing.assert_array_equal(x[0], x[1])  # same seed twice: identical
@@ -69,7 +69,7 @@ def test_hp_grid_in_one_program(built):
     hps = runner.stack_hp(agent.default_hp(), 3)
     hps["learning_rate"] = jnp.array([0.0, 1e-3, 3e-3])
     keys = jnp.stack([jax.random.PRNGKey(0)] * 3)
-    out, metrics = loop.train_fused(agent, env, spec, CFG, keys, hps)
+    out, metrics = loop.train_fused(agent, env, keys, hps)
     init_params = jax.jit(jax.vmap(lambda k, h: agent.init(jax.random.split(k, 3)[0], h))
                           )(keys, hps).params
     w0 = _leaves(init_params)[0]

@@ -87,7 +87,7 @@ def _setup(name: str):
     agent_cfg = agent_lib.lookup(name)[1](**overrides)
     agent, env, spec = assemble.build(name, env_name, cfg, agent_cfg)
     hps = assemble.stack_hp(agent.default_hp(), cfg.num_seeds)
-    init, chunk = loop.make_train(agent, env, spec, cfg)
+    init, chunk = loop.make_train(agent, env)
     return agent, env, spec, cfg, hps, init, chunk
 
 
@@ -150,7 +150,7 @@ def test_the_check_catches_an_update_that_reuses_its_key():
             state, metrics = agent.update(state, traj, key)
             return state, dict(metrics, noise=jax.random.uniform(key))
 
-    init, chunk = loop.make_train(Reuses(), env, spec, cfg)
+    init, chunk = loop.make_train(Reuses(), env)
     one_seed = jax.eval_shape(init, jax.random.key(0), {k: v[0] for k, v in hps.items()})
     with jax.debug_key_reuse(True), pytest.raises(jax.errors.KeyReuseError):
         jax.jit(chunk).trace(one_seed)
@@ -229,7 +229,7 @@ def test_evaluator_follows_the_run_key_kind():
     agent, env, spec, cfg, *_ = _setup("ppo")
     _, run, _ = _typed_run("ppo")
     cfg = dataclasses.replace(cfg, num_eval_envs=4)
-    evaluator = runner.make_evaluator(agent, env, spec, cfg)
+    evaluator = runner.make_evaluator(agent, env, cfg)
     key = assemble.key_like(run.key, 7)
     assert _is_typed(key) and str(jax.random.key_impl(key)) == str(jax.random.key_impl(run.key))
     assert not _is_typed(assemble.key_like(assemble.seed_keys(cfg, SEED), 7))

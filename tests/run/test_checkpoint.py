@@ -481,7 +481,7 @@ def test_off_policy_resume_with_replay_is_bit_identical(agent_name, tmp_path):
     saver.save(4, straight.runner, straight.records, {})
     saver.wait()
     assert saver.restore_meta(4)["replay"] is False
-    back = checkpoint.restore_runner(saver, 4, saver.restore_meta(4), agent, env, spec, cfg, None)
+    back = checkpoint.restore_runner(saver, 4, saver.restore_meta(4), agent, env, None)
     saver.close()
     assert_trees_equal(straight.runner.agent_state.params, back.agent_state.params)
     assert int(straight.runner.agent_state.buffer.size[0]) == 4 * 2 * 4  # 4 chunks x 2 x T
@@ -539,8 +539,8 @@ def test_resume_from_a_checkpoint_that_holds_later_records_is_exact(runs, tmp_pa
     shutil.copytree(runs.straight_dir, run_dir)
     ckpt = checkpoint.Checkpointer(run_dir, keep=10)
     meta = ckpt.restore_meta(3)
-    abstract = checkpoint.abstract_runner(*runner.build("ppo", "PointMass1D", CFG, AGENT_CFG),
-                                          CFG, None)[0]
+    abstract = checkpoint.abstract_runner(*runner.build("ppo", "PointMass1D", CFG, AGENT_CFG)[:2],
+                                          None)[0]
     state = ckpt.restore_state(3, abstract, True)
     ckpt.close()
     shutil.rmtree(os.path.join(run_dir, "checkpoints", "3"))

@@ -29,7 +29,7 @@ from jaxrl.run.assemble import build
 
 out["devices"] = jax.device_count()
 agent, env, spec = build(agent_name, env_name, cfg, agent_cfg)
-mesh, shardings = runner.placement(agent, env, spec, cfg)
+mesh, shardings = runner.placement(agent, env)
 out["mesh"] = None if mesh is None else dict(mesh.shape)
 out["params_shards"] = (None if mesh is None
                         else len(jax.tree.leaves(shardings)[0].devices_indices_map((4, 3))))

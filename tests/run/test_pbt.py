@@ -74,7 +74,7 @@ def _stacked_state(preset, num_members, **train):
     agent, env, spec = build(p.agent, p.env, cfg, p.agent_config)
     from jaxrl.engine import loop, parallel
 
-    init, chunk = loop.make_train(agent, env, spec, cfg)
+    init, chunk = loop.make_train(agent, env)
     keys = jnp.stack([jax.random.PRNGKey(s) for s in range(num_members)])
     hps = {k: jnp.full((num_members,), v, jnp.float32) for k, v in agent.default_hp().items()}
     state = jax.jit(parallel.member_map(init))(keys, hps)
