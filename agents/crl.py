@@ -38,7 +38,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxrl.agents.common.contrastive import CRITIC_KEYS, ContrastiveConfig, ContrastiveNets
-from jaxrl.agents.common.offpolicy import OffPolicyLoop
+from jaxrl.agents.common.offpolicy import OffPolicyLoop, ReplayConfig
 from jaxrl.engine.contract import AgentBase
 from jaxrl.learning import losses, optim, replay
 
@@ -48,17 +48,13 @@ HP_RANGES = {"learning_rate": (0.0, 1.0), "critic_learning_rate": (0.0, 1.0),
 
 
 @dataclasses.dataclass(frozen=True)
-class CRLConfig(ContrastiveConfig):
-    """CRL settings (JaxGCRL defaults). Float fields named in `HP_FIELDS` are traced."""
+class CRLConfig(ContrastiveConfig, ReplayConfig):
+    """CRL settings (JaxGCRL defaults): the contrastive networks' and the replay's
+    (`batch_size` pairs per gradient step: the negatives are the other B - 1 goals). Float
+    fields named in `HP_FIELDS` are traced."""
 
-    batch_size: int = 256
-    """Pairs per gradient step (the negatives are the other B - 1 goals)."""
     utd_ratio: float = 1.0
     """Gradient steps per vectorized env step (`utd_ratio * unroll_length` per update)."""
-    buffer_size: int = 1_000_000
-    """Replay capacity in transitions (`buffer_size // num_envs` rows per env)."""
-    learning_starts: int = 10_000
-    """Transitions collected (with the initial actor) before the first gradient step."""
     horizon: int | None = None
     """Longest goal offset in steps; None: the episode length."""
     target_entropy_scale: float = 0.5

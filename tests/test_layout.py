@@ -325,3 +325,27 @@ def test_one_mesh_builder_and_one_place_for_axis_names():
                     isinstance(t, ast.Name) and t.id.endswith("_AXIS") for t in node.targets):
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: an axis name defined")
     assert not bad, "meshes and axis names belong to jaxrl.engine.parallel:\n" + "\n".join(bad)
+
+
+
+REPLAY_FIELDS = ("batch_size", "buffer_size", "learning_starts")
+
+
+def test_replay_fields_are_declared_once():
+    """The replay settings live in `agents/common/offpolicy.ReplayConfig`, which every replay
+    agent's config subclasses; a class in an agent config's hierarchy may override their
+    defaults (PQL's, WarpSAC's) only as a `ReplayConfig` itself."""
+    import jaxrl.agents  # noqa: F401  (registers them)
+    from jaxrl.agents.common.offpolicy import ReplayConfig
+    from jaxrl.engine import contract
+
+    bad = []
+    for name in contract.list_agents():
+        agent_cls, config_cls = contract.lookup(name)
+        if agent_cls.has_replay and not issubclass(config_cls, ReplayConfig):
+            bad.append(f"{name}: {config_cls.__name__} is not a ReplayConfig")
+        for cls in config_cls.__mro__:
+            declared = set(vars(cls).get("__annotations__", {})) & set(REPLAY_FIELDS)
+            if declared and not issubclass(cls, ReplayConfig):
+                bad.append(f"{name}: {cls.__name__} declares {sorted(declared)}")
+    assert not bad, "replay fields declared outside ReplayConfig:\n" + "\n".join(bad)

@@ -16,7 +16,8 @@ holds an `OffPolicyLoop` (its config, spec and train config) and calls its `upda
 `utd_ratio` counts gradient steps per vectorized env step, as FastTD3's `num_updates`
 (Seo et al., arXiv 2505.22642, `younggyoseo/FastTD3` `fast_td3/train.py`).
 
-The agent's config must have `utd_ratio`, `batch_size`, `buffer_size`, `learning_starts`.
+The agent's config is a `ReplayConfig` (`batch_size`, `buffer_size`, `learning_starts`) with a
+`utd_ratio` (a field, or PQL's property derived from its role ratio).
 """
 
 from __future__ import annotations
@@ -30,6 +31,19 @@ import jax.numpy as jnp
 
 from jaxrl.engine.types import EnvSpec, Metrics, Transition
 from jaxrl.learning import optim, replay
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayConfig:
+    """The replay settings every off-policy agent shares (the SAC family, CRL and PQL configs
+    subclass it; an agent may override the defaults)."""
+
+    batch_size: int = 256
+    """Samples per gradient step (B): transitions, or CRL's (s, a, future goal) pairs."""
+    buffer_size: int = 1_000_000
+    """Replay capacity in transitions, all envs together (`buffer_size // num_envs` per env)."""
+    learning_starts: int = 10_000
+    """Transitions collected (random actions; CRL: its initial actor) before learning starts."""
 
 
 @dataclasses.dataclass(frozen=True)

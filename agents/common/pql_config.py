@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 
+from jaxrl.agents.common.offpolicy import ReplayConfig
+
 HP_FIELDS = ("actor_learning_rate", "critic_learning_rate", "gamma", "tau", "reward_scaling")
 HP_RANGES = {"actor_learning_rate": (0.0, 1.0), "critic_learning_rate": (0.0, 1.0),
              "gamma": (0.0, 1.0), "tau": (0.0, 1.0), "reward_scaling": (0.0, 1e6)}
 
 
 @dataclasses.dataclass(frozen=True)
-class PQLConfig:
+class PQLConfig(ReplayConfig):
     """PQL settings (defaults: `Improbable-AI/pql` `cfg/algo/pql_algo.yaml`). Float fields named
     in `HP_FIELDS` are traced (sweepable); everything else is static."""
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from jaxrl.agents.common.offpolicy import ReplayConfig
+
 HP_FIELDS = ("learning_rate", "alpha_learning_rate", "gamma", "tau", "reward_scaling",
              "init_alpha")
 HP_RANGES = {"learning_rate": (0.0, 1.0), "alpha_learning_rate": (0.0, 1.0),
@@ -15,7 +17,7 @@ TARGET_ENTROPY = ("brax", "action_dim", "zero", "flash")
 
 
 @dataclasses.dataclass(frozen=True)
-class SACCoreConfig:
+class SACCoreConfig(ReplayConfig):
     """Settings every SAC-family agent shares. Float fields named in `HP_FIELDS` are traced
     (sweepable) defaults; everything else is static (changes shapes or program structure)."""
 
@@ -38,17 +40,11 @@ class SACCoreConfig:
     """Critic ensemble size (2 = clipped double Q with `q_agg=min`)."""
     q_agg: str = "min"
     """How the ensemble is reduced for targets and the actor: `min` or `mean`."""
-    batch_size: int = 256
-    """Transitions per gradient step (B)."""
     utd_ratio: float = 1.0
     """Gradient steps per vectorized env step (FastTD3's `num_updates`); an update call takes
     `utd_ratio * unroll_length * unrolls_per_update` steps, which must be a whole number."""
     policy_delay: int = 1
     """Actor and temperature step every this many critic steps."""
-    buffer_size: int = 1_000_000
-    """Replay capacity in transitions (all envs together; `buffer_size / num_envs` per env)."""
-    learning_starts: int = 10_000
-    """Transitions collected (uniform random actions) before the first gradient step."""
     n_step: int = 1
     """n-step targets (windows stop at episode ends and at the write head)."""
     swd_decay_steps: float = 0.0
