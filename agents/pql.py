@@ -96,7 +96,7 @@ class PQL(AgentBase):
         """Raises ValueError (before compiling) for bad ratios, atoms, layouts or sizes."""
         c = self.config
         for name in ("critic_updates_per_step", "critic_updates_per_actor_update", "n_step",
-                     "num_devices", "num_atoms"):
+                     "num_atoms"):
             value = getattr(c, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}.")
@@ -126,10 +126,7 @@ class PQL(AgentBase):
         self.replay.validate()
 
     def _validate_layout(self) -> None:
-        c, n = self.config, self.config.num_devices
-        if c.layout == "single" and n != 1:
-            raise ValueError(f"layout='single' uses one device; got num_devices={n} "
-                             "(choose layout='data' or 'role').")
+        c, n = self.config, self.train.num_devices
         if c.layout == "role":
             if n not in (2, 3):
                 raise ValueError(f"layout='role' needs num_devices 2 (actor | learners) or 3 "
@@ -144,8 +141,12 @@ class PQL(AgentBase):
 
     @property
     def layout(self) -> tuple[str, int]:
-        """(`single` | `data` | `role`, number of devices): read by `engine.layouts`."""
-        return self.config.layout, self.config.num_devices
+        """(`single` | `data` | `role`, number of devices): read by `engine.layouts`. The count
+        is the run's `num_devices`; with `single` the run's data parallelism (if any) is the
+        one every agent gets (`jaxrl.engine.parallel`), so PQL's layout is one device."""
+        if self.config.layout == "single":
+            return "single", 1
+        return self.config.layout, self.train.num_devices
 
     @property
     def axis_name(self) -> str | None:
@@ -356,7 +357,7 @@ class PQL(AgentBase):
         b = self.config.batch_size
         if self.axis_name:
             key = jax.random.fold_in(key, jax.lax.axis_index(self.axis_name))
-            b //= self.config.num_devices
+            b //= self.layout[1]
         return replay.sample(state.buffer, key, b, n_step=n_step, gamma=state.hp["gamma"])
 
     def _grads(self, loss_fn, params, *args):

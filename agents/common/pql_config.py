@@ -66,11 +66,10 @@ class PQLConfig(ReplayConfig):
     schedule: str = "sync"
     """`sync` (newest parameters) or `pipelined` (every role reads the previous update's)."""
     layout: str = "single"
-    """`single` device, `data` (envs/replay/batches sharded, gradients averaged) or `role`
-    (actor on device 0, learners on the others; needs `schedule=pipelined`)."""
-    num_devices: int = 1
-    """Devices of the layout: `data` shards (divides num_envs and batch_size); `role`: 2
-    (actor | V and P) or 3 (actor | V | P)."""
+    """How PQL spreads one run over the run's `--num-devices` D devices: `single` (one device,
+    or with D > 1 the data parallelism every agent gets), `data` (PQL's own: envs, replay and
+    per-device batches sharded, gradients averaged; D divides num_envs and batch_size) or
+    `role` (actor on device 0, learners on the others; D = 2 or 3, `schedule=pipelined`)."""
     obs_key: str = "state"
     """Key read by actor and critic when observations are dicts."""
     actor_learning_rate: float = 5e-4

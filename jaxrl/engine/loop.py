@@ -53,7 +53,8 @@ class TrainConfig:
     """Devices one run is split over (data parallel, `jaxrl.engine.parallel`): each device
     steps `num_envs / num_devices` envs and holds that share of an off-policy agent's replay
     buffer; gradients and normalizer statistics still cover the whole batch. Must divide
-    `num_envs`. Counts the devices of every process after `jax.distributed.initialize`."""
+    `num_envs`. Counts the devices of every process after `jax.distributed.initialize`. An
+    agent with its own layout over devices (PQL's `data` or `role`) runs it on these."""
     max_resets: int | None = None
     """Most done envs reset in a batch of their own on one step (M): a step with no done env
     computes no reset, one with at most M done envs resets just those, one with more resets all
@@ -93,9 +94,6 @@ class TrainConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}.")
         if self.num_eval_envs < 0:
             raise ValueError(f"num_eval_envs must be >= 0, got {self.num_eval_envs}.")
-        if self.num_envs % self.num_devices:
-            raise ValueError(f"num_devices={self.num_devices} does not divide num_envs="
-                             f"{self.num_envs}: every device steps the same number of envs.")
         if self.max_resets is not None and self.max_resets <= 0:
             raise ValueError(f"max_resets must be positive, got {self.max_resets}.")
         if self.episode_length is not None and self.episode_length <= 0:

@@ -33,12 +33,10 @@ def build_agent(agent_name: str, cfg: loop.TrainConfig, agent_config, spec):
     agent_cls, _ = agent_lib.lookup(agent_name)
     agent = agent_cls(config=agent_config, spec=spec, train=cfg)
     agent.validate()
-    if cfg.num_devices > 1:
-        if agent.layout[0] != "single":
-            raise ValueError(
-                f"num_devices={cfg.num_devices} splits the run over devices, but {agent_name} "
-                f"already lays it out itself (layout {agent.layout[0]!r} on "
-                f"{agent.layout[1]} devices): use one of the two.")
+    if cfg.num_devices > 1 and agent.layout[0] == "single":  # data parallel (jit shardings)
+        if cfg.num_envs % cfg.num_devices:
+            raise ValueError(f"num_devices={cfg.num_devices} does not divide num_envs="
+                             f"{cfg.num_envs}: every device steps the same number of envs.")
         parallel.data_mesh(cfg.num_devices)  # enough devices visible?
     return agent
 

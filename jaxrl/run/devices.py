@@ -28,7 +28,7 @@ def placement(agent: Agent, env, hp: dict | None = None, note=None, init=None):
             (before compiling).
     """
     cfg = agent.train
-    data = cfg.num_devices > 1
+    data = cfg.num_devices > 1 and agent.layout[0] == "single"
     mesh = (parallel.data_mesh(cfg.num_devices) if data
             else parallel.seed_mesh(cfg.num_seeds if agent.layout[0] == "single" else 1))
     if mesh is None:

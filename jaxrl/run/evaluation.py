@@ -37,7 +37,7 @@ def make_evaluator(agent: Agent, env, cfg: loop.TrainConfig | None = None,
         policy = lambda obs, k: agent.act(state, obs, k, True)  # noqa: E731
         return rollout.evaluate(eval_env, policy, key, length)
 
-    out = parallel.replicated(mesh) if cfg.num_devices > 1 else None
+    out = parallel.replicated(mesh) if mesh is not None and cfg.num_devices > 1 else None
     return jax.jit(parallel.member_map(one, in_axes=(0, 0 if member_keys else None)),
                    out_shardings=out)
 

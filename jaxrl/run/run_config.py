@@ -101,9 +101,24 @@ def parse_config(resolved: dict) -> tuple[str, str, loop.TrainConfig, Any, dict 
         )
     config_cls = agent_lib.lookup(resolved["agent"])[1]
     train = {k: v for k, v in resolved["train"].items() if k not in loop.RUN_FIELDS}
+    agent_data, train = _moved_to_train(config_cls, resolved["agent_config"], train)
     cfg = config_from_dict(loop.TrainConfig, train)
-    agent_config = config_from_dict(config_cls, resolved["agent_config"])
+    agent_config = config_from_dict(config_cls, agent_data)
     return resolved["agent"], resolved["env"], cfg, agent_config, resolved.get("hp")
+
+
+def _moved_to_train(config_cls: type, agent_data: dict, train: dict) -> tuple[dict, dict]:
+    """(agent config, train config) JSON with the agent fields that became `TrainConfig`
+    fields moved over: PQL's `num_devices`, saved before `--num-devices` also counted the
+    devices of PQL's own layouts (such a run's `train.num_devices` was 1)."""
+    names = {f.name for f in dataclasses.fields(config_cls)}
+    defaults = {f.name: f.default for f in dataclasses.fields(loop.TrainConfig)}
+    moved = {k: v for k, v in agent_data.items() if k not in names and k in defaults}
+    keep = {k: v for k, v in agent_data.items() if k not in moved}
+    for k, v in moved.items():
+        if train.get(k, defaults[k]) == defaults[k]:
+            train = dict(train, **{k: v})
+    return keep, train
 
 
 def parse_run(resolved: dict) -> loop.RunConfig:

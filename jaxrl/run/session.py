@@ -134,7 +134,7 @@ def layout_name(agent, cfg: loop.TrainConfig | None = None) -> str:
     """How the run is laid out over devices, as every record and summary names it: `single`
     (one device per seed), `data:D` (`TrainConfig.num_devices`, or an agent's own `data`
     layout) or `role:D` (`jaxrl.engine.layouts`, D devices)."""
-    if cfg is not None and cfg.num_devices > 1:
+    if cfg is not None and cfg.num_devices > 1 and agent.layout[0] == "single":
         return f"data:{cfg.num_devices}"
     kind, devices = agent.layout
     return kind if kind == "single" else f"{kind}:{devices}"

@@ -12,7 +12,7 @@ from jaxrl.engine import layouts, loop
 from jaxrl.engine.types import Transition
 from jaxrl.learning import losses, replay
 from jaxrl.learning.returns import categorical_projection, categorical_support
-from jaxrl.run import runner
+from jaxrl.run import runner, session
 
 SMALL = dict(actor_hidden=(16,), critic_hidden=(16,), batch_size=32, buffer_size=2048,
              learning_starts=32, critic_updates_per_step=8, critic_updates_per_actor_update=2)
@@ -201,24 +201,41 @@ def test_schedules_sweep_members_differ(critic_type, target, schedule):
     ({"critic_type": "categorical", "num_atoms": 1}, "num_atoms >= 2"),
     ({"n_step": 0}, "n_step must be a positive integer"),
     ({"critic_type": "categorical", "v_min": 10.0}, "v_min < v_max"),
-    ({"layout": "data", "num_devices": 3}, "divisible by 3"),
-    ({"layout": "role", "num_devices": 4}, "num_devices 2"),
-    ({"layout": "role", "num_devices": 2}, "schedule='pipelined'"),
-    ({"layout": "single", "num_devices": 2}, "uses one device"),
+    ({"layout": "data", "devices": 3}, "divisible by 3"),
+    ({"layout": "role", "devices": 4}, "num_devices 2"),
+    ({"layout": "role", "devices": 2}, "schedule='pipelined'"),
     ({"schedule": "async"}, "schedule must be one of"),
     ({"sigma_min": 0.9}, "sigma_min <= sigma_max"),
     ({"target_noise": float("nan")}, "target_noise must be finite"),
 ])
 def test_bad_input_is_rejected_before_compiling(overrides, message):
+    overrides = dict(overrides)
+    train = dataclasses.replace(CFG, num_devices=overrides.pop("devices", 1))
     with pytest.raises(ValueError, match=message):
-        _build(**overrides)
+        _build(train=train, **overrides)
+
+
+def test_the_runs_num_devices_is_the_count_of_pqls_layouts():
+    """One way to say how many devices: `--num-devices`. PQL's `data` and `role` layouts run
+    on that many; with `single`, a run over several devices is the data parallelism every
+    agent gets (`jit` shardings), and PQL's own layout is one device."""
+    two = dataclasses.replace(CFG, num_devices=2)
+    for layout, schedule in (("data", "sync"), ("role", "pipelined")):
+        agent = _build(train=two, layout=layout, schedule=schedule)[0]
+        assert agent.layout == (layout, 2)
+        assert session.layout_name(agent, two) == f"{layout}:2"
+    assert _build(layout="data")[0].layout == ("data", 1)
+    from jaxrl.agents.pql import PQL, PQLConfig
+
+    agent = PQL(config=PQLConfig(**SMALL), spec=_build()[2], train=two)
+    assert agent.layout == ("single", 1) and session.layout_name(agent, two) == "data:2"
 
 
 
 def test_too_few_devices_is_an_error_when_the_chunk_is_traced():
     """Building (and so loading a run for eval or export) needs no devices; tracing the chunk
     names the device count and the CPU flag."""
-    agent, env, spec = _build(layout="data", num_devices=2)
+    agent, env, spec = _build(train=dataclasses.replace(CFG, num_devices=2), layout="data")
     init, chunk = loop.make_train(agent, env)
     run = jax.eval_shape(init, jax.random.PRNGKey(0), agent.default_hp())
     with pytest.raises(ValueError, match="needs 2 devices .* 1 visible .*device_count=2"):
@@ -237,3 +254,19 @@ def test_pqld_cpu_presets_fit_the_returns_in_the_support(name):
     assert preset.env == "CartpoleBalance" and config.critic_type == "categorical"
     assert config.reward_scaling * 1.0 / (1.0 - config.gamma) <= config.v_max
     assert config.v_min <= 0.0
+
+
+def test_a_config_json_with_pqls_old_num_devices_still_loads():
+    """Before `--num-devices` counted the devices of PQL's layouts, PQL's config held its own
+    `num_devices` (and the run's was 1): such a config.json parses with the count moved into
+    the run's TrainConfig; a field no config knows is still an error."""
+    from jaxrl.run import checkpoint
+
+    resolved = {"agent": "pql", "env": "PointMass1D", "train": dataclasses.asdict(CFG),
+                "agent_config": dict(SMALL, layout="data", num_devices=2)}
+    _, _, cfg, config, _ = checkpoint.parse_config(resolved)
+    assert cfg.num_devices == 2 and config.layout == "data"
+    assert not hasattr(config, "num_devices")
+    resolved["agent_config"]["num_device"] = 2
+    with pytest.raises(checkpoint.CheckpointError, match="unknown fields \\['num_device'\\]"):
+        checkpoint.parse_config(resolved)

@@ -22,8 +22,9 @@ base = PQLConfig(actor_hidden=(16,), critic_hidden=(16,), batch_size=16, buffer_
                  learning_starts=16, critic_updates_per_step=2,
                  critic_updates_per_actor_update=2)
 
-def run(config, emulate=False):
-    agent, env, spec = runner.build("pql", "PointMass1D", cfg, config)
+def run(config, emulate=False, devices=1):
+    agent, env, spec = runner.build("pql", "PointMass1D",
+                                    dataclasses.replace(cfg, num_devices=devices), config)
     init, chunk = loop.make_train(agent, env, emulate_devices=emulate)
     start = jax.jit(init)(jax.random.PRNGKey(0), agent.default_hp())
     return jax.jit(chunk)(start)
@@ -38,12 +39,12 @@ one, m_one = run(pipelined)
 out["iterations"] = int(one.iteration)
 out["actor_updates"] = int(one.agent_state.actor_updates)
 for n in (2, 3):
-    split, m_split = run(dataclasses.replace(pipelined, layout="role", num_devices=n))
+    split, m_split = run(dataclasses.replace(pipelined, layout="role"), devices=n)
     out[f"role{n}"] = diff(one.agent_state, split.agent_state)
     out[f"role{n}_metrics"] = diff(m_one, m_split)
-data = dataclasses.replace(base, layout="data", num_devices=2)
-sharded, m_sharded = run(data)
-emulated, m_emulated = run(data, emulate=True)
+data = dataclasses.replace(base, layout="data")
+sharded, m_sharded = run(data, devices=2)
+emulated, m_emulated = run(data, emulate=True, devices=2)
 out["data"] = diff(sharded.agent_state, emulated.agent_state)
 out["data_env"] = diff(sharded.env_state.obs, emulated.env_state.obs)
 out["data_metrics"] = diff(m_sharded, m_emulated)
@@ -53,7 +54,7 @@ out["buffer_shards"] = len(leaf.sharding.device_set)
 
 # Through the runner: 2 seeds, evaluation, checkpoints; resume after chunk 1 is exact.
 rcfg = dataclasses.replace(cfg, total_env_steps=8 * 2 * 8, num_chunks=2, num_eval_envs=4,
-                           num_seeds=2)
+                           num_seeds=2, num_devices=2)
 d = tempfile.mkdtemp()
 full = runner.train("pql", "PointMass1D", rcfg, data, run_dir=d + "/a", progress=False)
 shutil.copytree(d + "/a", d + "/b")

@@ -109,11 +109,11 @@ for env_name, c in (("Factorizing", dataclasses.replace(cfg, num_devices=2, num_
     except ValueError as e:
         out[env_name + str(c.num_devices)] = str(e)
 from jaxrl.agents.common.pql_config import PQLConfig
-pql = PQLConfig(layout="data", num_devices=2, buffer_size=8 * 1024, learning_starts=48,
+pql = PQLConfig(layout="data", buffer_size=8 * 1024, learning_starts=48,
                 batch_size=32, actor_hidden=(16,), critic_hidden=(16,))
 try:  # an agent layout over 2 CPU devices
-    runner.train("pql", "Factorizing", dataclasses.replace(cfg, num_seeds=1), pql, progress=False,
-                 run=NO_DOG)
+    runner.train("pql", "Factorizing", dataclasses.replace(cfg, num_seeds=1, num_devices=2), pql,
+                 progress=False, run=NO_DOG)
     out["pql_data_layout"] = "trained"
 except ValueError as e:
     out["pql_data_layout"] = str(e)
