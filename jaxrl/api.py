@@ -229,7 +229,7 @@ def export(run_dir: str, fmt: str = "onnx", out: str | None = None, seed_index: 
     info = {"source_run_dir": os.path.abspath(run_dir), "agent": run.agent_name,
             "env": run.env_name, "seed_index": seed_index, "seed": run.run.seed + seed_index,
             "chunk": run.chunk}
-    return exporting.export_policy(run.agent, state, run.env, run.spec, run.cfg,
+    return exporting.export_policy(run.agent, state, run.env,
                                    out or exporting.default_out(run_dir, fmt), fmt,
                                    batch_size=batch_size, info=info)
 
@@ -247,8 +247,7 @@ def render(run_dir: str, out: str | None = None, num_steps: int | None = None,
     run = load_run(run_dir, chunk)
     state = _seed_state(run, seed_index)
     out = out or os.path.join(run_dir, "videos", "rollout.mp4")
-    return rendering.render_policy(run.agent, state, run.env, run.spec, run.cfg, out,
-                                   num_steps, **kwargs)
+    return rendering.render_policy(run.agent, state, run.env, out, num_steps, **kwargs)
 
 
 def closed_loop(run_dir: str, num_episodes: int = 16, seed: int = 0, env: str | None = None,

@@ -140,14 +140,14 @@ def policy_info(agent) -> dict:
     return info
 
 
-def record_observations(agent, agent_state, env, spec: EnvSpec, cfg, num: int = NUM_PARITY_OBS,
-                        num_envs: int = 10, seed: int = 0):
+def record_observations(agent, agent_state, env, num: int = NUM_PARITY_OBS, num_envs: int = 10,
+                        seed: int = 0):
     """Observations from a deterministic rollout of the policy in `env` (auto-reset on).
 
     Args:
         agent, agent_state: the policy (one seed).
-        env: the unbatched env (`jaxrl.envs.make`).
-        spec: its spec; cfg: the run's `TrainConfig` (episode length, action repeat).
+        env: the unbatched env (`jaxrl.envs.make`); the episode length and action repeat are the
+            run's (`agent.train`, `agent.spec`).
         num: observations to return; num_envs: parallel envs in the rollout.
         seed: PRNG seed of the resets.
 
@@ -155,7 +155,8 @@ def record_observations(agent, agent_state, env, spec: EnvSpec, cfg, num: int = 
         Observation pytree with leaves `[num, *obs_shape]` (time-major: step t of all envs,
         then step t + 1).
     """
-    length = cfg.episode_length or spec.episode_length
+    cfg = agent.train
+    length = cfg.episode_length or agent.spec.episode_length
     venv = wrappers.wrap_for_training(env, num_envs, length, cfg.action_repeat)
     key = jax.random.PRNGKey(seed)
 
@@ -309,16 +310,16 @@ def _serialize(traced: TracedPolicy, fmt: str, platforms) -> tuple[bytes, dict]:
         "calling_convention_version": exported.calling_convention_version}
 
 
-def export_policy(agent, agent_state, env, spec: EnvSpec, cfg, out: str, fmt: str = "onnx", *,
+def export_policy(agent, agent_state, env, out: str, fmt: str = "onnx", *,
                   batch_size: int = 1, tolerance: float = TOLERANCE,
                   num_parity_obs: int = NUM_PARITY_OBS, platforms: tuple[str, ...] | None = None,
                   info: dict | None = None) -> ExportResult:
     """Exports the deterministic policy of one agent state, checks parity, writes the sidecar.
 
     Args:
-        agent: any registered agent; agent_state: its state for ONE seed.
+        agent: any registered agent (its `spec` and run `train` config describe the env's I/O
+            and control rate); agent_state: its state for ONE seed.
         env: the unbatched env used to record the parity observations.
-        spec: the env's spec; cfg: the run's `TrainConfig`.
         out: output path (`.onnx` / `.jaxexport` by convention); the sidecar is `out + ".json"`.
         fmt: `onnx` or `jax`.
         batch_size: the fixed leading dimension of every input (1 for one robot).
@@ -341,11 +342,11 @@ def export_policy(agent, agent_state, env, spec: EnvSpec, cfg, out: str, fmt: st
         raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}.")
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive, got {batch_size}.")
-    about = policy_info(agent)
+    about, spec = policy_info(agent), agent.spec
     policy = deterministic_policy(agent, agent_state, spec)
     traced = trace_policy(policy, spec, batch_size)
     blob, facts = _serialize(traced, fmt, platforms)
-    obs = record_observations(agent, agent_state, env, spec, cfg, num_parity_obs)
+    obs = record_observations(agent, agent_state, env, num_parity_obs)
     names = [n for n, u in zip(traced.names, traced.used, strict=True) if u]
     error, count = _parity(traced, blob, fmt, names, obs, batch_size)
     far_error, far_count = _parity(traced, blob, fmt, names, far_observations(obs), batch_size)
@@ -355,7 +356,7 @@ def export_policy(agent, agent_state, env, spec: EnvSpec, cfg, out: str, fmt: st
             raise ParityError(f"exported policy differs from the JAX policy by {err:.3g} (max "
                               f"abs over {n} {what} observations), above the tolerance "
                               f"{tol:g}.")
-    meta = sidecar(traced, spec, cfg, fmt, os.path.basename(out), error, tolerance, count,
+    meta = sidecar(traced, spec, agent.train, fmt, os.path.basename(out), error, tolerance, count,
                    dict(facts, **(info or {})), policy=about,
                    robot=robot_info(env, names if spec.obs_is_dict else None))
     meta["parity"].update(far_max_abs_error=far_error, far_num_observations=far_count,

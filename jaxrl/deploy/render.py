@@ -134,12 +134,13 @@ def _render_fields(data) -> dict:
     return out
 
 
-def rollout_states(agent, agent_state, env, cfg, num_steps: int, seed: int = 0) -> dict:
+def rollout_states(agent, agent_state, env, num_steps: int, seed: int = 0) -> dict:
     """Deterministic single-env rollout; returns host arrays `[F, ...]` of the visited states.
 
     Frame i is the state before policy step i; the rollout stops after the step that ends the
     episode (its resulting state is the last frame), so `F = num_steps` unless it ends earlier.
     """
+    cfg = agent.train
     length = cfg.episode_length or env.episode_length
     single = wrappers.Episode(env, length, cfg.action_repeat)
 
@@ -217,10 +218,11 @@ def write_video(frames: np.ndarray, out: str, fps: float) -> str:
     return out
 
 
-def render_policy(agent, agent_state, env, spec, cfg, out: str, num_steps: int | None = None,
+def render_policy(agent, agent_state, env, out: str, num_steps: int | None = None,
                   width: int = 320, height: int = 240, camera: str | int | None = None,
                   max_fps: float = 50.0, seed: int = 0) -> RenderResult:
-    """Renders a deterministic rollout of one agent state (no seed axis) to `out`.
+    """Renders a deterministic rollout of one agent state (no seed axis) to `out` (episode
+    length, action repeat and control rate: the run's, `agent.train` and `agent.spec`).
 
     Args:
         num_steps: policy steps to roll out; None: the episode length, at most 1000.
@@ -239,11 +241,12 @@ def render_policy(agent, agent_state, env, spec, cfg, out: str, num_steps: int |
         raise RenderError(f"unsupported video extension {ext!r}: use .mp4 or .gif.")
     backend = setup_gl()
     model = mujoco_model(env)
+    cfg, spec = agent.train, agent.spec
     length = cfg.episode_length or spec.episode_length
     num_steps = num_steps or min(length, 1000)
     control_hz = 1.0 / (float(spec.dt or 0.02) * cfg.action_repeat)
     stride = max(1, math.ceil(control_hz / max_fps))
-    states = rollout_states(agent, agent_state, env, cfg, num_steps, seed)
+    states = rollout_states(agent, agent_state, env, num_steps, seed)
     states = {k: v[::stride] for k, v in states.items()}
     frames = render_frames(model, states, width, height, camera)
     fps = control_hz / stride

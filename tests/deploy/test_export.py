@@ -61,7 +61,7 @@ def test_onnx_export_matches_jax_on_recorded_rollout(trained, tmp_path):
     # Independent check: our own recorded rollout of seed 1's trained policy (from the training
     # result, not the checkpoint), onnxruntime vs the JAX policy.
     state = _seed_state(result, 1)
-    obs = export.record_observations(agent, state, env, spec, CFG, 1000, seed=7)
+    obs = export.record_observations(agent, state, env, 1000, seed=7)
     assert obs.shape == (1000, 2) and np.unique(obs[:, 0]).size > 500  # a real, varied rollout
     want = np.asarray(jax.jit(export.deterministic_policy(agent, state, spec))(obs))
     got = _onnx_actions(out, obs)
@@ -105,7 +105,7 @@ def test_far_observations_catch_a_graph_that_differs_only_out_of_distribution(tr
     check would refuse it."""
     _, result, agent, env, spec = trained
     state = _seed_state(result, 0)
-    obs = export.record_observations(agent, state, env, spec, CFG, 200, seed=1)
+    obs = export.record_observations(agent, state, env, 200, seed=1)
     far = export.far_observations(obs, num=8)
     assert far.shape == (2 * 8 * 3, 2) and far.dtype == np.float32
     assert np.isfinite(far).all()
@@ -130,7 +130,7 @@ def test_jax_format_round_trip(trained, tmp_path):
     with open(res.path, "rb") as f:
         loaded = jax.export.deserialize(bytearray(f.read()))
     assert set(res.metadata["platforms"]) == {"cpu", "cuda"}
-    obs = export.record_observations(agent, _seed_state(result, 0), env, spec, CFG, 64, seed=3)
+    obs = export.record_observations(agent, _seed_state(result, 0), env, 64, seed=3)
     policy = jax.jit(export.deterministic_policy(agent, _seed_state(result, 0), spec))
     for row in obs[:16]:
         np.testing.assert_allclose(np.asarray(loaded.call(row[None])),
@@ -146,11 +146,11 @@ def test_normalizer_is_folded_in(trained, tmp_path):
         count_lo=jnp.uint32(100), count_hi=jnp.uint32(0), mean=jnp.asarray(mean),
         m2=jnp.asarray(m2)))  # std = sqrt(m2 / 100) = [2, 0.3]
     identity = base.replace(obs_stats=running_stats.init(jnp.zeros(2)))
-    obs = export.record_observations(agent, base, env, spec, CFG, 200, seed=5)
+    obs = export.record_observations(agent, base, env, 200, seed=5)
     outs = {}
     for name, state in (("custom", custom), ("identity", identity)):
         path = str(tmp_path / f"{name}.onnx")
-        res = export.export_policy(agent, state, env, spec, CFG, path, "onnx")
+        res = export.export_policy(agent, state, env, path, "onnx")
         assert res.max_abs_error <= 1e-5
         outs[name] = _onnx_actions(path, obs)
         want = np.asarray(jax.jit(export.deterministic_policy(agent, state, spec))(obs))
@@ -189,7 +189,7 @@ def test_every_registered_agent_exports_with_parity(name, built, cfg, tmp_path):
     # Eager init: `jax.jit(warpsac.init)` hangs on 2 CPU cores (XLA pool threads blocked in
     # jaxlib's LAPACK qr), seen 2026-11-30 with jax 0.10.2.
     state = agent.init(jax.random.PRNGKey(3), agent.default_hp())
-    res = export.export_policy(agent, state, env, spec, cfg, str(tmp_path / "p.onnx"), "onnx")
+    res = export.export_policy(agent, state, env, str(tmp_path / "p.onnx"), "onnx")
     assert res.max_abs_error <= 1e-5
     assert [i.name for i in onnx.load(res.path).graph.input] == ["obs"]
 
@@ -300,7 +300,7 @@ def test_dict_observation_export_reads_the_policy_key(tmp_path):
     state = state.replace(obs_stats=running_stats.update(state.obs_stats, {
         "state": jnp.array([[0.5, 0.1], [-1.0, 0.3]]),
         "privileged_state": jnp.array([[0.5, 0.1, 1.0], [-1.0, 0.3, 1.0]])}))
-    res = export.export_policy(agent, state, env, spec, cfg, str(tmp_path / "d.onnx"))
+    res = export.export_policy(agent, state, env, str(tmp_path / "d.onnx"))
     assert res.max_abs_error <= 1e-5
     assert [i.name for i in onnx.load(res.path).graph.input] == ["state"]
     assert res.metadata["inputs"] == [{"name": "state", "obs_key": "state", "shape": [1, 2],

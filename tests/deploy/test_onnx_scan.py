@@ -213,8 +213,8 @@ def test_sidecar_policy_info_from_export_info(ppo_pointmass, tmp_path):
     agent, state, env, spec = ppo_pointmass
     info = {"policy": "flow", "integration_steps": 10, "sampler": "euler",
             "deterministic": True, "initial_noise": "zeros"}
-    res = export.export_policy(_FlowInfoAgent(agent, info), state, env, spec, CFG,
-                               str(tmp_path / "p.onnx"), num_parity_obs=50)
+    res = export.export_policy(_FlowInfoAgent(agent, info), state, env, str(tmp_path / "p.onnx"),
+                               num_parity_obs=50)
     assert res.max_abs_error <= ATOL
     assert res.metadata["policy_info"] == info
     with open(res.sidecar_path) as f:
@@ -224,7 +224,7 @@ def test_sidecar_policy_info_from_export_info(ppo_pointmass, tmp_path):
 def test_sidecar_policy_info_default_and_bad_export_info(ppo_pointmass, tmp_path):
     agent, state, env, spec = ppo_pointmass
     assert not hasattr(agent, "export_info")
-    res = export.export_policy(agent, state, env, spec, CFG, str(tmp_path / "p.onnx"),
+    res = export.export_policy(agent, state, env, str(tmp_path / "p.onnx"),
                                num_parity_obs=50)
     assert res.metadata["policy_info"] == {"deterministic": True}
     with pytest.raises(TypeError, match="JSON"):

@@ -118,14 +118,14 @@ def test_render_playground_video(gl_backend, tmp_path):
     agent, env, spec = runner.build("ppo", "CartpoleBalance", cfg, agent_cfg)
     state = agent.init(jax.random.PRNGKey(0), agent.default_hp())
     mp4, gif = str(tmp_path / "v.mp4"), str(tmp_path / "v.gif")
-    res = render.render_policy(agent, state, env, spec, cfg, mp4, num_steps=40)
+    res = render.render_policy(agent, state, env, mp4, num_steps=40)
     # 100 Hz control, shown at <= 50 fps: every second state, real time
     assert (res.num_frames, res.fps, res.gl_backend) == (20, 50.0, gl_backend)
     frames = iio.imread(mp4)
     assert frames.shape == (20, 240, 320, 3)
     assert all(f.std() > 5.0 for f in frames)  # not blank
     assert iio.immeta(mp4)["fps"] == pytest.approx(50.0)
-    states = render.rollout_states(agent, state, env, cfg, 10)
+    states = render.rollout_states(agent, state, env, 10)
     frames = render.render_frames(render.mujoco_model(env), states, 64, 48, camera="fixed")
     render.write_video(frames, gif, 25.0)
     decoded = iio.imread(gif)
