@@ -36,7 +36,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.agents.common.sac_config import HP_FIELDS, HP_INIT_ONLY, HP_RANGES, SACCoreConfig
-from jaxrl.agents.common.sac_core import ActorHead, CriticHead, SACCore, SACState
+from jaxrl.agents.common.sac_core import SACCore, SACState
+from jaxrl.agents.common.sac_heads import ActorHead, CriticHead
 from jaxrl.engine.checks import check_choice
 from jaxrl.engine.contract import AgentBase
 from jaxrl.learning import exploration

@@ -31,13 +31,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.agents.common.sac_config import HP_FIELDS, HP_INIT_ONLY, HP_RANGES, SACCoreConfig
-from jaxrl.agents.common.sac_core import (
-    ActorHead,
-    CriticHead,
-    SACCore,
-    SACState,
-    gaussian_actor,
-)
+from jaxrl.agents.common.sac_core import SACCore, SACState
+from jaxrl.agents.common.sac_heads import ActorHead, CriticHead, gaussian_actor
 from jaxrl.engine.checks import check_choice
 from jaxrl.engine.contract import AgentBase
 from jaxrl.learning import losses
