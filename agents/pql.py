@@ -218,8 +218,7 @@ class PQL(AgentBase):
             critic_updates=zero, actor_updates=zero, target_updates=zero)
 
     def learning(self, state):
-        """bool `[]`: the replay holds `learning_starts` transitions, counted over all devices of
-        the `data` layout (each device holds `1 / num_devices` of them)."""
+        """bool `[]`: the replay holds `learning_starts` transitions (summed over `data` shards)."""
         count = replay.num_transitions(state.buffer)
         if self.axis_name:
             count = jax.lax.psum(count, self.axis_name)

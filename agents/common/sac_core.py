@@ -16,8 +16,9 @@ and temperature. Before `learning_starts`, behaviour actions are uniform in [-1,
 
 `SACCore` is a helper an agent holds (composition, not a base class): the agent gives its
 `ActorHead` (network, distribution, target action) and its `CriticHead` (output head, expected
-value, loss; both `jaxrl.agents.common.sac_heads`: network outputs from `critic_outputs`/`next_action` fed to a pure loss of
-`jaxrl.learning.losses`), and delegates `init`, `act`, `explore` and `update` to it.
+value, loss: network outputs from `critic_outputs`/`next_action` fed to a pure loss of
+`jaxrl.learning.losses`), both from `jaxrl.agents.common.sac_heads`, and delegates `init`,
+`act`, `explore` and `update` to it.
 """
 
 from __future__ import annotations
