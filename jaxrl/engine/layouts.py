@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 
-from jaxrl.engine.parallel import DATA_AXIS, ROLE_AXIS, mesh
+from jaxrl.engine.parallel import DATA_AXIS, ROLE_AXIS, data_shardings, mesh
 
 
 def distribute(agent, chunk, num_envs: int, emulate_devices: bool = False):
@@ -46,6 +46,26 @@ def distribute(agent, chunk, num_envs: int, emulate_devices: bool = False):
         return _data_specs(runner, agent, num_envs)
 
     return _shard(chunk, num, DATA_AXIS, specs)
+
+
+def layout_mesh(agent):
+    """The 1-D mesh of `agent.layout` (`data` or `role` axis); None for `single`."""
+    kind, num = agent.layout
+    if kind == "single":
+        return None
+    return mesh(num, DATA_AXIS if kind == "data" else ROLE_AXIS, "this run's layout")
+
+
+def placement(agent, runner, num_envs: int, on):
+    """`NamedSharding`s on the layout mesh `on` (`layout_mesh`) of a member-stacked runner
+    (arrays or shape structs), the same placement as `distribute`'s `shard_map` specs: the
+    `data` layout splits the env axis and the agent's `data_specs`
+    (`parallel.data_shardings`), `role` replicates everything. A compiled chunk given these
+    as its in and out shardings keeps the run where the layout puts it, chunk after chunk
+    (also when loaded from the warm-start store)."""
+    if agent.layout[0] == "data":
+        return data_shardings(runner, agent, num_envs, on)
+    return jax.tree.map(lambda _: NamedSharding(on, PartitionSpec()), runner)
 
 
 def _shard(chunk, num: int, axis: str, specs_of):

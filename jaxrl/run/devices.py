@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import jax
 
-from jaxrl.engine import loop, parallel
+from jaxrl.engine import layouts, loop, parallel
 from jaxrl.engine.contract import Agent
 from jaxrl.run import checkpoint
 
@@ -16,10 +16,11 @@ from jaxrl.run import checkpoint
 def placement(agent: Agent, env, hp: dict | None = None, note=None, init=None):
     """(mesh, shardings of the member-stacked run state) of `agent`'s run (its `TrainConfig`,
     `cfg = agent.train`; `jaxrl.engine.parallel`):
+    an agent's own `layout` (`data`, `role`) on its mesh (`layouts.placement`); else
     data-parallel over `cfg.num_devices` devices; else members over the devices that divide
-    their number (agents with a multi-device `layout` keep the members on one device); else
-    (None, None). On CPU, a program with batched LAPACK calls (MJX's Cholesky) keeps its
-    members on one device (`parallel.cpu_devices_deadlock`), saying so through `note(text)`.
+    their number; else (None, None). On CPU, a program with batched LAPACK calls (MJX's
+    Cholesky) keeps its members on one device (`parallel.cpu_devices_deadlock`), saying so
+    through `note(text)`.
     `init`: the run's init (`loop.make_train`), else made here.
 
     Raises:
@@ -28,9 +29,12 @@ def placement(agent: Agent, env, hp: dict | None = None, note=None, init=None):
             (before compiling).
     """
     cfg = agent.train
-    data = cfg.num_devices > 1 and agent.layout[0] == "single"
-    mesh = (parallel.data_mesh(cfg.num_devices) if data
-            else parallel.seed_mesh(cfg.num_seeds if agent.layout[0] == "single" else 1))
+    on = layouts.layout_mesh(agent)
+    if on is not None:  # the agent's own layout (`jaxrl.engine.layouts`) spreads the run
+        abstract = checkpoint.abstract_runner(agent, env, hp, init=init)[0]
+        return on, layouts.placement(agent, abstract, cfg.num_envs, on)
+    data = cfg.num_devices > 1
+    mesh = parallel.data_mesh(cfg.num_devices) if data else parallel.seed_mesh(cfg.num_seeds)
     if mesh is None:
         return None, None
     abstract, *_, jaxpr = checkpoint.abstract_runner(agent, env, hp, with_jaxpr=True, init=init)
@@ -69,9 +73,10 @@ def compile_chunk(agent: Agent, chunk, runner, mesh, shardings):
         ValueError: a chunk with batched LAPACK calls on several CPU devices (a placement or an
             agent `layout`; `parallel.cpu_devices_deadlock`), before compiling.
     """
-    if shardings is None:  # one device, or an agent layout that spreads the chunk itself
-        fn, devices = jax.jit(parallel.member_map(chunk)), agent.layout[1]
-    elif agent.train.num_devices > 1:  # data-parallel: XLA partitions the one-run program
+    if shardings is None:  # one device
+        fn, devices = jax.jit(parallel.member_map(chunk)), 1
+    elif parallel.seed_mesh_of(shardings) is None:  # data-parallel (XLA partitions the
+        # one-run program) or an agent layout (its `shard_map` spreads the chunk)
         fn, devices = jax.jit(parallel.member_map(chunk), in_shardings=(shardings,),
                               out_shardings=(shardings, parallel.replicated(mesh))), mesh.size
     else:  # members on a seed mesh: each device runs its members' program

@@ -40,7 +40,7 @@ from concurrent import futures
 import jax
 import jax.numpy as jnp
 
-STORE_VERSION = 1
+STORE_VERSION = 2  # 2: each program's devices
 FOLDER = "jaxrl-programs"
 MAX_ENTRIES = 16
 PROGRAMS = ("init", "chunk", "evaluator")
@@ -203,7 +203,10 @@ class ProgramStore:
             os.utime(self.path(key))  # newest-used entries survive `_evict`
         with open(os.path.join(self.path(key), f"{name}.xla"), "rb") as f:
             payload = f.read()
-        return serialize_executable.deserialize_and_load(payload, *meta["trees"][name])
+        by_id = {d.id: d for d in jax.devices()}
+        devices = [by_id[i] for i in meta["devices"][name]]  # a program on 2 of 3 devices
+        return serialize_executable.deserialize_and_load(payload, *meta["trees"][name],
+                                                         execution_devices=devices)
 
     def save(self, key: str, compiled: dict, spec, info: dict) -> None:
         """Writes an entry atomically: `compiled` maps each of `PROGRAMS` to a
@@ -220,18 +223,20 @@ class ProgramStore:
         os.makedirs(self.folder, exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=f".{key[:16]}-", dir=self.folder)
         try:
-            trees = {}
+            trees, devices = {}, {}
             for name in PROGRAMS:
                 if compiled.get(name) is None:
                     trees[name] = None
                     continue
                 payload, in_tree, out_tree = serialize_executable.serialize(compiled[name])
                 trees[name] = (skeleton(in_tree), skeleton(out_tree))
+                runs_on = compiled[name].runtime_executable().local_devices()
+                devices[name] = [d.id for d in runs_on]
                 with open(os.path.join(tmp, f"{name}.xla"), "wb") as f:
                     f.write(payload)
             with open(os.path.join(tmp, "meta.pkl"), "wb") as f:
-                pickle.dump({"version": STORE_VERSION, "trees": trees, "spec": spec,
-                             "info": info}, f)
+                pickle.dump({"version": STORE_VERSION, "trees": trees, "devices": devices,
+                             "spec": spec, "info": info}, f)
             os.rename(tmp, self.path(key))
         except OSError:  # another process wrote the same entry first
             pass

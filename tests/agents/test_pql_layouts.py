@@ -10,7 +10,7 @@ import sys
 import pytest
 
 SCRIPT = r"""
-import dataclasses, json, shutil, sys, tempfile
+import dataclasses, json, os, shutil, sys, tempfile
 import jax, jax.numpy as jnp
 from jaxrl.agents.pql import PQLConfig
 from jaxrl.engine import loop
@@ -52,24 +52,42 @@ out["data_critic_updates"] = int(sharded.agent_state.critic_updates)
 leaf = sharded.agent_state.buffer.data["obs"]
 out["buffer_shards"] = len(leaf.sharding.device_set)
 
-# Through the runner: 2 seeds, evaluation, checkpoints; resume after chunk 1 is exact.
+# Through the runner: 2 seeds, evaluation, checkpoints and the warm-start store; resume after
+# chunk 1 is exact, and a resume or a second run loads the stored programs (env never built).
 rcfg = dataclasses.replace(cfg, total_env_steps=8 * 2 * 8, num_chunks=2, num_eval_envs=4,
                            num_seeds=2, num_devices=2)
 d = tempfile.mkdtemp()
-full = runner.train("pql", "PointMass1D", rcfg, data, run_dir=d + "/a", progress=False)
+store = d + "/store"
+full = runner.train("pql", "PointMass1D", rcfg, data, run_dir=d + "/a", progress=False,
+                    programs=store)
 shutil.copytree(d + "/a", d + "/b")
 shutil.rmtree(d + "/b/checkpoints/2")
-resumed = runner.resume(d + "/b", progress=False)
+built, runner.build = runner.build, None  # the stored programs must be used
+resumed = runner.resume(d + "/b", progress=False, programs=store)
+warm = runner.train("pql", "PointMass1D", rcfg, data, run_dir=d + "/c", progress=False,
+                    programs=store)
+runner.build = built
 out["resume"] = diff(full.runner.agent_state, resumed.runner.agent_state)
+out["warm"] = diff(full.runner.agent_state, warm.runner.agent_state)
+out["warm_shards"] = len(warm.runner.agent_state.buffer.data["obs"].sharding.device_set)
 out["eval"] = full.records[-1]["eval/episode_return"]
 out["config_layout"] = json.load(open(d + "/a/config.json"))["agent_config"]["layout"]
 out["record_layouts"] = sorted({r["layout"] for r in resumed.records})
 out["summary_layout"] = json.load(open(d + "/b/summary.json"))["layout"]
+role = dataclasses.replace(pipelined, layout="role")
+first = runner.train("pql", "PointMass1D", rcfg, role, progress=False, programs=store)
+again = runner.train("pql", "PointMass1D", rcfg, role, progress=False, programs=store)
+out["role_warm"] = diff(first.runner.agent_state, again.runner.agent_state)
+out["role_layouts"] = sorted({r["layout"] for r in again.records})
+generic = [runner.train("pql", "PointMass1D", rcfg, base, progress=False, programs=store)
+           for _ in range(2)]  # layout single: the data parallelism every agent gets
+out["generic_warm"] = diff(generic[0].runner.agent_state, generic[1].runner.agent_state)
+out["store_entries"] = len(os.listdir(store))
 print(json.dumps(out))
 """
 
 
-@pytest.mark.slow  # a subprocess with 3 host devices that compiles 7 programs (~1 min)
+@pytest.mark.slow  # a subprocess with 3 host devices that compiles 10 programs (~2 min)
 def test_role_and_data_layouts_match_one_device():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=3",
                JAX_PLATFORMS="cpu")
@@ -86,7 +104,10 @@ def test_role_and_data_layouts_match_one_device():
     # learning_starts (16) counts all devices' transitions: 16 after iteration 1 (8 per device),
     # so all 5 iterations learn, 2 x 2 critic steps each.
     assert out["data_critic_updates"] == 5 * 4
-    assert out["resume"] == 0.0
+    assert out["resume"] == 0.0 and out["warm"] == 0.0 and out["warm_shards"] == 2
+    assert out["role_warm"] == 0.0 and out["role_layouts"] == ["role:2"]
+    assert out["generic_warm"] == 0.0
+    assert out["store_entries"] == 3  # one per layout; resume and the second runs loaded them
     assert out["eval"] == out["eval"]  # finite evaluation of the sharded run
     assert out["config_layout"] == "data"
     assert out["record_layouts"] == ["data:2"] and out["summary_layout"] == "data:2"
