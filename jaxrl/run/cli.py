@@ -25,6 +25,7 @@ from jaxrl.run.cli_args import (  # noqa: F401 (the CLI's public names)
     agent_names,
     agent_registry,
     args_type,
+    check_agent_flags,
     defaults_from_preset,
     flag_value,
     preset_name,
@@ -48,6 +49,7 @@ def resolve(argv: list[str]):
                     description="Train an agent on an env (default: PPO on CartpoleBalance, "
                     "CPU preset).")
     agent_lib.lookup(args.agent)
+    check_agent_flags(argv, args.agent)
     registry.check_env_name(args.env)
     args.train.validate()
     args.run.validate()

@@ -93,6 +93,19 @@ def agent_names() -> tuple[str, ...]:
     return agent_lib.list_agents()
 
 
+def check_agent_flags(argv: list[str], agent: str) -> None:
+    """Raises ValueError for a flag of another agent's group (`--sac.batch-size` on a PPO
+    run), which the parse accepts but the run would ignore."""
+    own = agent.replace("-", "_")
+    for arg in argv:
+        group = arg[2:].split("=", 1)[0].split(".", 1)[0].replace("-", "_")
+        if arg.startswith("--") and "." in arg.split("=", 1)[0] and group in agent_names() \
+                and group != own:
+            raise ValueError(f"{arg.split('=', 1)[0]} is an option of agent {group!r}, but this "
+                             f"run trains {agent!r}: drop it, or train that agent with "
+                             f"--agent {group}.")
+
+
 def flag_value(argv: list[str], flag: str) -> str | None:
     for i, arg in enumerate(argv):
         if arg == flag and i + 1 < len(argv):

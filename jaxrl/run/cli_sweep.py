@@ -107,6 +107,7 @@ def resolve(argv: list[str]):
     args = tyro.cli(cls, default=defaults, args=argv, prog="jaxrl sweep",
                     description=COMMANDS["sweep"])
     contract.lookup(args.agent)
+    cli.check_agent_flags(argv, args.agent)
     registry.check_env_name(args.env)
     args.train.validate()
     args.run.validate()

@@ -40,6 +40,12 @@ def _fails(argv, capsys, match):
     (["train", "--ppo.learning-rat", "0.1"], "--ppo.learning-rate"),
     (["train", "--ppo.gae-mode", "weird"], "gae_mode must be"),
     (["trian"], "Did you mean 'train'"),
+    (["train", "--sac.batch-size", "64"], "--sac.batch-size is an option of agent 'sac', but "
+     "this run trains 'ppo': drop it, or train that agent with --agent sac."),
+    (["train", "--agent", "sac", "--flow-sac.batch-size=64"], "--flow-sac.batch-size is an "
+     "option of agent 'flow_sac'"),
+    (["sweep", "--grid", "ppo.learning_rate=1e-3,3e-3", "--sac.tau", "0.1"],
+     "--sac.tau is an option of agent 'sac'"),
     (["train", "--ppo.learning-rate", "nan"], "learning_rate = nan is not finite"),
     (["train", "--ppo.gamma", "1.5"], "gamma = 1.5"),
     (["train", "--checkpoint-every", "0"], "checkpoint_every must be positive"),
