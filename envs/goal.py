@@ -1,4 +1,4 @@
-"""Goal-conditioned envs for contrastive RL (CRL, CPPO): the contract and four envs.
+"""Goal-conditioned envs for contrastive RL (CRL, CPPO): the contract and five envs.
 
 Contract (every env here; CRL/CPPO rely on it, `jaxrl.engine.types.EnvSpec` repeats it):
 
@@ -23,6 +23,7 @@ Envs (thresholds from the JaxGCRL paper, Table 1, and `jaxgcrl/envs/*.py`):
 | env | state (`state_dim`) | goal | `goal_indices` | threshold | episode |
 |---|---|---|---|---|---|
 | `PointMaze` | x, y (2) | x, y | (0, 1) | 0.5 | 50 |
+| `DetourMaze` | x, y (2) | x, y | (0, 1) | 0.5 | 100 |
 | `ReacherGoal` | cos q, sin q, qvel, fingertip xy (8) | target xy | (6, 7) | 0.05 m | 50 |
 | `AntGoal` | qpos, qvel (29) | torso xy | (0, 1) | 0.5 m | 1000 |
 | `PusherGoal` | arm q, arm qd, tip xyz, object xyz (20) | goal xyz | (17, 18, 19) | 0.1 m | 1000 |
@@ -30,7 +31,7 @@ Envs (thresholds from the JaxGCRL paper, Table 1, and `jaxgcrl/envs/*.py`):
 Sources: JaxGCRL (Bortkiewicz et al., ICLR 2025) `jaxgcrl/envs/{reacher,ant,pusher}.py` and
 `jaxgcrl/utils/env.py` (backends: `generalized` for reacher and pusher, `spring` for ant);
 Brax 0.14.2 `brax/envs/{reacher,ant,pusher}.py` for the models, reset noise and the reacher
-target distribution. `PointMaze` is ours.
+target distribution. `PointMaze` and `DetourMaze` are ours.
 """
 
 from __future__ import annotations
@@ -45,6 +46,29 @@ from jaxrl.envs.adapters import BraxEnv
 RING_MAZE = "#####\n#...#\n#.#.#\n#...#\n#####"
 """Default `PointMaze` layout: 5 x 5 cells, walls on the border and in the centre, free cells
 forming a ring of 8 around the central wall block."""
+
+SERPENTINE_MAZE = "#######\n#.....#\n#####.#\n#.....#\n#.#####\n#.....#\n#######"
+"""Default `DetourMaze` layout: three corridors of 5 cells joined at alternate ends (17 free
+cells, a path of 16 cells from one end to the other)."""
+
+
+def path_lengths(walls: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """`[F, F]` shortest-path lengths in cells (4-neighbour moves through free cells) between
+    the free cells `free` (`[F, 2]`, row and column) of a wall grid; -1 where unreachable."""
+    index = {tuple(c): i for i, c in enumerate(free)}
+    out = -np.ones((len(free), len(free)), np.int64)
+    for i, cell in enumerate(index):
+        out[i, i], frontier = 0, [cell]
+        while frontier:
+            nxt = []
+            for r, c in frontier:
+                for nb in ((r + 1, c), (r - 1, c), (r, c + 1), (r, c - 1)):
+                    j = index.get(nb)
+                    if j is not None and out[i, j] < 0:
+                        out[i, j] = out[i, index[(r, c)]] + 1
+                        nxt.append(nb)
+            frontier = nxt
+    return out
 
 
 def _goal_terms(state_vec: jax.Array, goal: jax.Array, goal_indices: tuple[int, ...],
@@ -78,7 +102,9 @@ class PointMaze:
 
     Reset: start and goal are uniform over free cells (the goal in a different cell than the
     start whenever the maze has two or more free cells), each uniform inside its cell at least
-    `margin` away from the cell's edges.
+    `margin` away from the cell's edges. With `min_path_cells = d > 1` the goal cell is uniform
+    over the cells at least `d` cells from the start's along the maze (`path_lengths`), so walls
+    stand between start and goal (`DetourMaze`).
 
     Contract: `state = [x, y]` (`state_dim = 2`), `goal = [gx, gy]`, `goal_indices = (0, 1)`,
     `obs = [x, y, gx, gy]` float32 `[4]`; `success` when `dist < threshold` (0.5 cells).
@@ -98,7 +124,8 @@ class PointMaze:
     dt = 0.1  # nominal control period (s); the maze itself has no time scale
 
     def __init__(self, layout: str = RING_MAZE, step_size: float = 0.25, threshold: float = 0.5,
-                 margin: float = 0.1, episode_length: int = 50, dense_reward: bool = False):
+                 margin: float = 0.1, episode_length: int = 50, dense_reward: bool = False,
+                 min_path_cells: int = 1):
         rows = [r.strip() for r in layout.strip().splitlines() if r.strip()]
         if not rows or len({len(r) for r in rows}) != 1 or set("".join(rows)) - set("#."):
             raise ValueError("layout must be a rectangle of '#' (wall) and '.' (free) cells, "
@@ -109,6 +136,16 @@ class PointMaze:
             raise ValueError("layout has no free cell")
         if not 0.0 <= margin < 0.5:
             raise ValueError(f"margin must be in [0, 0.5), got {margin}")
+        self.min_path_cells = int(min_path_cells)
+        self.far = None  # bool [F, F]: goal cells allowed from each start cell
+        if self.min_path_cells > 1:
+            lengths = path_lengths(walls, free)
+            if (lengths < 0).any():
+                raise ValueError("min_path_cells needs a layout whose free cells are connected")
+            self.far = lengths >= self.min_path_cells
+            if not self.far.any(axis=1).all():
+                raise ValueError(f"min_path_cells = {min_path_cells}: some free cell has no "
+                                 f"cell that far (longest path {lengths.max()} cells)")
         self.layout = "\n".join(rows)
         self.walls = walls
         self.free_cells = free  # int [F, 2]: (row, column)
@@ -144,7 +181,10 @@ class PointMaze:
         n = len(self.free_cells)
         start = jax.random.randint(key_start, (), 0, n)
         goal_cell = start
-        if n > 1:
+        if self.far is not None:
+            allowed = jnp.asarray(self.far)[start]
+            goal_cell = jax.random.categorical(key_goal, jnp.where(allowed, 0.0, -jnp.inf))
+        elif n > 1:
             goal_cell = (start + 1 + jax.random.randint(key_goal, (), 0, n - 1)) % n
         pos = self._sample_point(key_pos, cells[start])
         goal = self._sample_point(key_gpos, cells[goal_cell])
@@ -168,6 +208,27 @@ class PointMaze:
                                            self.dense_reward)
         return state.replace(data={"pos": new}, obs=obs, reward=reward,
                              done=jnp.zeros((), jnp.float32), metrics=metrics)
+
+
+class DetourMaze(PointMaze):
+    """`PointMaze` on `SERPENTINE_MAZE` with every goal at least 5 cells from the start along
+    the maze (`min_path_cells`), so reaching it needs a detour around walls; 100-step episodes
+    (the longest path is 16 cells, about 64 steps at full speed).
+
+    Baselines (`eval/episode_success_any` over 512 episodes, key 0,
+    tests/envs/test_goal_envs.py): a straight-line policy that ignores walls
+    (`a = clip((goal - pos) / step_size, -1, 1)`, sliding along them) 0.176, a uniform random
+    policy 0.002, the shortest-path policy 1.0. On the ring `PointMaze` the straight line
+    scores 0.873, so success there does not show that an agent learned detours.
+    """
+
+    name = "DetourMaze"
+
+    def __init__(self, layout: str = SERPENTINE_MAZE, step_size: float = 0.25,
+                 threshold: float = 0.5, margin: float = 0.1, episode_length: int = 100,
+                 dense_reward: bool = False, min_path_cells: int = 5):
+        super().__init__(layout, step_size, threshold, margin, episode_length, dense_reward,
+                         min_path_cells)
 
 
 def _point_in_link(pipeline_state, link: int, offset) -> jax.Array:
@@ -360,5 +421,5 @@ class PusherGoal(BraxEnv):
     step = _pipeline_step
 
 
-GOAL_ENVS = {"PointMaze": PointMaze, "ReacherGoal": ReacherGoal, "AntGoal": AntGoal,
-             "PusherGoal": PusherGoal}
+GOAL_ENVS = {"PointMaze": PointMaze, "DetourMaze": DetourMaze, "ReacherGoal": ReacherGoal,
+             "AntGoal": AntGoal, "PusherGoal": PusherGoal}

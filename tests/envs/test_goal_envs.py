@@ -48,7 +48,8 @@ def unrolled(request):
 
 
 def test_registry_lists_goal_envs():
-    assert list_envs()["goal"] == ("PointMaze", "ReacherGoal", "AntGoal", "PusherGoal")
+    assert list_envs()["goal"] == ("PointMaze", "DetourMaze", "ReacherGoal", "AntGoal",
+                                   "PusherGoal")
     env = make("PointMaze", episode_length=30, step_size=0.5)
     assert env.episode_length == 30 and env.step_size == 0.5
 
@@ -213,6 +214,54 @@ def test_point_maze_random_policy_fails_where_shortest_path_succeeds():
     assert 0.05 < float(random_out["eval/episode_success_any"]) < 0.35  # 0.195 (docstring)
     assert float(best_out["eval/episode_success_any"]) == 1.0
     assert float(best_out["eval/episode_success"]) > 20.0  # arrives early, then stays there
+
+
+def test_path_lengths_by_hand():
+    env = goal.PointMaze(layout="#####\n#...#\n#.#.#\n#####")  # a U of 5 cells
+    cells = [tuple(c) for c in env.free_cells]
+    lengths = goal.path_lengths(env.walls, env.free_cells)
+    i, j = cells.index((2, 1)), cells.index((2, 3))  # the two feet of the U
+    assert lengths[i, j] == 4 and lengths[i, cells.index((1, 2))] == 2
+    assert (lengths == lengths.T).all() and (np.diag(lengths) == 0).all()
+    split = goal.path_lengths(np.array([[False, True, False]]), np.array([[0, 0], [0, 2]]))
+    assert split[0, 1] == -1
+
+
+def test_detour_maze_goals_are_far_along_the_maze():
+    env = goal.DetourMaze()
+    lengths = goal.path_lengths(env.walls, env.free_cells)
+    states = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(0), 2048))
+    index = {tuple(c): i for i, c in enumerate(env.free_cells)}
+
+    def cell(p):
+        return index[(int(np.floor(p[1])), int(np.floor(p[0])))]
+
+    pairs = [(cell(s), cell(g)) for s, g in zip(np.asarray(states.obs[:, :2]),
+                                               np.asarray(states.info["goal"]), strict=True)]
+    assert min(lengths[a, b] for a, b in pairs) == 5
+    assert len({b for _, b in pairs}) == 17  # every cell is some start's goal
+    with pytest.raises(ValueError, match="connected"):
+        goal.PointMaze(layout="###\n#.#\n###\n#.#\n###", min_path_cells=2)
+    with pytest.raises(ValueError, match="longest path 16 cells"):
+        goal.DetourMaze(min_path_cells=17)
+
+
+def test_detour_maze_defeats_straight_line_and_random_policies():
+    env = goal.DetourMaze()
+    venv = wrappers.wrap_for_eval(env, 512, env.episode_length)
+    best = _shortest_path_policy(env)
+
+    def run(key, which):  # one compile for the three policies
+        def policy(obs, k):
+            rand = jax.random.uniform(k, obs.shape[:1] + (2,), minval=-1.0, maxval=1.0)
+            straight = jnp.clip((obs[:, 2:] - obs[:, :2]) / env.step_size, -1.0, 1.0)
+            return jnp.stack([rand, straight, best(obs, k)[0]])[which], {}
+
+        return rollout.evaluate(venv, policy, key, env.episode_length)
+
+    ev = jax.jit(run)
+    scores = [float(ev(jax.random.PRNGKey(0), i)["eval/episode_success_any"]) for i in range(3)]
+    assert scores[0] <= 0.1 and 0.05 < scores[1] <= 0.3 and scores[2] == 1.0, scores
 
 
 # --- evaluation metrics (spec test 8) --------------------------------------------------------
