@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import PartitionSpec
 
-from jaxrl.engine.parallel import DATA_AXIS, ROLE_AXIS, data_shardings, mesh
+from jaxrl.engine.parallel import DATA_AXIS, ROLE_AXIS, data_shardings, mesh, replicated
 
 
 def distribute(agent, chunk, num_envs: int, emulate_devices: bool = False):
@@ -38,14 +38,14 @@ def distribute(agent, chunk, num_envs: int, emulate_devices: bool = False):
     if kind == "single":
         return chunk
     if kind == "role":
-        return _shard(chunk, num, ROLE_AXIS, lambda runner: _replicated(runner))
+        return _shard(chunk, agent, lambda runner: _replicated(runner))
     if emulate_devices:
         return _emulate(chunk, agent, num_envs, num)
 
     def specs(runner):
         return _data_specs(runner, agent, num_envs)
 
-    return _shard(chunk, num, DATA_AXIS, specs)
+    return _shard(chunk, agent, specs)
 
 
 def layout_mesh(agent):
@@ -65,13 +65,13 @@ def placement(agent, runner, num_envs: int, on):
     (also when loaded from the warm-start store)."""
     if agent.layout[0] == "data":
         return data_shardings(runner, agent, num_envs, on)
-    return jax.tree.map(lambda _: NamedSharding(on, PartitionSpec()), runner)
+    return jax.tree.map(lambda _: replicated(on), runner)
 
 
-def _shard(chunk, num: int, axis: str, specs_of):
+def _shard(chunk, agent, specs_of):
     def run(runner):
         specs = specs_of(runner)
-        on = mesh(num, axis, "this run's layout")
+        on = layout_mesh(agent)
         # Env code mixes per-shard and constant values in its carries; replication of the
         # outputs is guaranteed by the collectives instead of being type-checked.
         body = jax.shard_map(chunk, mesh=on, in_specs=(specs,),

@@ -96,14 +96,13 @@ def agent_names() -> tuple[str, ...]:
 def check_agent_flags(argv: list[str], agent: str) -> None:
     """Raises ValueError for a flag of another agent's group (`--sac.batch-size` on a PPO
     run), which the parse accepts but the run would ignore."""
-    own = agent.replace("-", "_")
+    own, names = agent.replace("-", "_"), agent_names()
     for arg in argv:
-        group = arg[2:].split("=", 1)[0].split(".", 1)[0].replace("-", "_")
-        if arg.startswith("--") and "." in arg.split("=", 1)[0] and group in agent_names() \
-                and group != own:
-            raise ValueError(f"{arg.split('=', 1)[0]} is an option of agent {group!r}, but this "
-                             f"run trains {agent!r}: drop it, or train that agent with "
-                             f"--agent {group}.")
+        flag = arg.split("=", 1)[0]
+        group = flag[2:].split(".", 1)[0].replace("-", "_")
+        if flag.startswith("--") and "." in flag and group in names and group != own:
+            raise ValueError(f"{flag} is an option of agent {group!r}, but this run trains "
+                             f"{agent!r}: drop it, or train that agent with --agent {group}.")
 
 
 def flag_value(argv: list[str], flag: str) -> str | None:

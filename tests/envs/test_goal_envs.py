@@ -6,7 +6,6 @@ training wrappers); the pusher uses Brax's `spring` backend here, which compiles
 fast on CPU as the default `generalized` one (JaxGCRL's default, traced by tests/test_envs.py).
 """
 
-import collections
 
 import jax
 import jax.numpy as jnp
@@ -169,16 +168,13 @@ def _shortest_path_policy(env):
     """Moves toward the centre of the next cell on a BFS shortest path, then to the goal."""
     free = [tuple(c) for c in env.free_cells]
     index = {c: i for i, c in enumerate(free)}
-    nxt = np.zeros((len(free), len(free)), np.int32)
-    for g, cell in enumerate(free):
-        dist, queue = {cell: 0}, collections.deque([cell])
-        while queue:
-            r, c = queue.popleft()
-            for nb in ((r + 1, c), (r - 1, c), (r, c + 1), (r, c - 1)):
-                if nb in index and nb not in dist:
-                    dist[nb] = dist[(r, c)] + 1
-                    queue.append(nb)
-                    nxt[index[nb], g] = index[(r, c)]
+    lengths = goal.path_lengths(env.walls, env.free_cells)
+    nxt = np.zeros((len(free), len(free)), np.int32)  # [here, goal cell] -> next cell
+    for (r, c), here in index.items():
+        for nb in ((r + 1, c), (r - 1, c), (r, c + 1), (r, c - 1)):
+            if nb in index:
+                closer = lengths[index[nb]] == lengths[here] - 1
+                nxt[here, closer] = index[nb]
     ids = -np.ones(env.walls.shape, np.int32)
     for cell, i in index.items():
         ids[cell] = i
