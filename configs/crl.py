@@ -54,6 +54,34 @@ register(Preset(
     description="CPPO (our reconstruction) on the pure-JAX point maze, 2 CPU cores (tests)."))
 
 register(Preset(
+    name="crl-detourmaze-cpu", agent="crl", env="DetourMaze",
+    train=TrainConfig(num_envs=64, unroll_length=10, total_env_steps=6_000_000, num_chunks=10,
+                      num_eval_envs=256),
+    agent_overrides=(("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("layer_norm", True),
+                     ("batch_size", 256), ("utd_ratio", 1.0), ("buffer_size", 1_000_000),
+                     ("learning_starts", 6_400), ("learning_rate", 1e-3),
+                     ("critic_learning_rate", 1e-3)),
+    description="CRL on the detour maze (goals behind walls), 2 CPU cores."))
+
+_CPPO_CPU = (("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("critic_batch_size", 256),
+             ("critic_epochs", 2), ("num_epochs", 4), ("num_minibatches", 8), ("gamma", 0.97),
+             ("learning_rate", 3e-4), ("critic_learning_rate", 1e-3))
+
+register(Preset(
+    name="cppo-detourmaze-cpu", agent="cppo", env="DetourMaze",
+    train=TrainConfig(num_envs=64, unroll_length=100, total_env_steps=6_400_000, num_chunks=10,
+                      num_eval_envs=256),
+    agent_overrides=_CPPO_CPU,
+    description="CPPO (our reconstruction) on the detour maze (goals behind walls), 2 CPU cores."))
+
+register(Preset(
+    name="cppo-reacher-cpu", agent="cppo", env="ReacherGoal",
+    train=TrainConfig(num_envs=64, unroll_length=50, total_env_steps=2_016_000, num_chunks=10,
+                      num_eval_envs=128),
+    agent_overrides=_CPPO_CPU,
+    description="CPPO (our reconstruction) on the Brax reacher goal task, 2 CPU cores."))
+
+register(Preset(
     name="cppo-ant", agent="cppo", env="AntGoal",
     train=TrainConfig(num_envs=2048, unroll_length=128, total_env_steps=100_000_000,
                       num_chunks=50, num_eval_envs=256),

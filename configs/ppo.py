@@ -64,3 +64,15 @@ register(Preset(
                      ("num_minibatches", 4), ("num_epochs", 4), ("learning_rate", 1e-3),
                      ("gamma", 0.9), ("reward_scaling", 1.0), ("normalize_observations", False)),
     description="Gaussian PPO on the two-mode bandit (the flow policies' comparison)."))
+
+register(Preset(
+    name="ppo-goal-dense-cpu", agent="ppo", env="DetourMazeDense",
+    train=TrainConfig(num_envs=256, unroll_length=32, unrolls_per_update=1,
+                      total_env_steps=6_400_000, num_chunks=10, num_eval_envs=256),
+    agent_overrides=(("value_hidden", (64, 64, 64)), ("num_minibatches", 8), ("num_epochs", 4),
+                     ("learning_rate", 1e-3), ("anneal_lr", True), ("gamma", 0.99),
+                     ("gae_lambda", 0.95), ("entropy_cost", 3e-2), ("clipping_epsilon", 0.2),
+                     ("reward_scaling", 1.0), ("normalize_after_sgd", True),
+                     ("obs_std_eps", 0.1), ("obs_clip", 5.0)),
+    description="PPO with the dense reward -distance on the goal envs' Dense variants "
+                "(baseline for the reward-free agents; ppo-dmc-cpu with gamma 0.99), 2 CPU cores."))

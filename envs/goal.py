@@ -28,6 +28,8 @@ Envs (thresholds from the JaxGCRL paper, Table 1, and `jaxgcrl/envs/*.py`):
 | `AntGoal` | qpos, qvel (29) | torso xy | (0, 1) | 0.5 m | 1000 |
 | `PusherGoal` | arm q, arm qd, tip xyz, object xyz (20) | goal xyz | (17, 18, 19) | 0.1 m | 1000 |
 
+`DetourMazeDense` and `ReacherGoalDense` are the same tasks with the reward `-dist` (baselines).
+
 Sources: JaxGCRL (Bortkiewicz et al., ICLR 2025) `jaxgcrl/envs/{reacher,ant,pusher}.py` and
 `jaxgcrl/utils/env.py` (backends: `generalized` for reacher and pusher, `spring` for ant);
 Brax 0.14.2 `brax/envs/{reacher,ant,pusher}.py` for the models, reset noise and the reacher
@@ -421,5 +423,25 @@ class PusherGoal(BraxEnv):
     step = _pipeline_step
 
 
+class DetourMazeDense(DetourMaze):
+    """`DetourMaze` with the dense reward `-dist(pos, goal)` (straight-line, so walls make it
+    misleading) for reward-based baselines such as PPO; success metrics as `DetourMaze`."""
+
+    name = "DetourMazeDense"
+
+    def __init__(self, **kwargs):
+        super().__init__(**{"dense_reward": True, **kwargs})
+
+
+class ReacherGoalDense(ReacherGoal):
+    """`ReacherGoal` with the dense reward `-dist(tip, target)` (m) for reward-based baselines
+    such as PPO; success metrics as `ReacherGoal`."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**{"dense_reward": True, **kwargs})
+        self.name = "ReacherGoalDense"
+
+
 GOAL_ENVS = {"PointMaze": PointMaze, "DetourMaze": DetourMaze, "ReacherGoal": ReacherGoal,
-             "AntGoal": AntGoal, "PusherGoal": PusherGoal}
+             "AntGoal": AntGoal, "PusherGoal": PusherGoal, "DetourMazeDense": DetourMazeDense,
+             "ReacherGoalDense": ReacherGoalDense}

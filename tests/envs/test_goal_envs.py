@@ -48,7 +48,7 @@ def unrolled(request):
 
 def test_registry_lists_goal_envs():
     assert list_envs()["goal"] == ("PointMaze", "DetourMaze", "ReacherGoal", "AntGoal",
-                                   "PusherGoal")
+                                   "PusherGoal", "DetourMazeDense", "ReacherGoalDense")
     env = make("PointMaze", episode_length=30, step_size=0.5)
     assert env.episode_length == 30 and env.step_size == 0.5
 
@@ -307,3 +307,33 @@ def test_eval_without_success_metric_is_unchanged():
     out = rollout.evaluate(wrappers.wrap_for_eval(toy.PointMass(episode_length=5), 2, 5),
                            lambda o, k: (jnp.zeros((2, 1)), {}), jax.random.PRNGKey(0), 5)
     assert "eval/episode_success" not in out and "eval/episode_success_any" not in out
+
+
+def test_dense_variants_reward_minus_distance_with_the_same_success():
+    """`DetourMazeDense` / `ReacherGoalDense` (PPO baselines) pay `-dist` and keep the sparse
+    task's dynamics, goals and success metric."""
+    sparse, dense = make("DetourMaze"), make("DetourMazeDense")
+    assert dense.name == "DetourMazeDense" and dense.dense_reward and not sparse.dense_reward
+    key, actions = jax.random.PRNGKey(3), jax.random.uniform(jax.random.PRNGKey(4), (30, 2),
+                                                             minval=-1.0, maxval=1.0)
+    for env in (sparse, dense):
+        s, rewards, dists, succ = env.reset(key), [], [], []
+        for a in actions:
+            s = env.step(s, a)
+            rewards.append(float(s.reward))
+            dists.append(float(s.metrics["dist"]))
+            succ.append(float(s.metrics["success"]))
+        if env is sparse:
+            sparse_dists, sparse_succ = dists, succ
+            np.testing.assert_array_equal(rewards, succ)
+    np.testing.assert_array_equal(dists, sparse_dists)
+    np.testing.assert_array_equal(succ, sparse_succ)
+    np.testing.assert_allclose(rewards, -np.asarray(dists), rtol=1e-6)
+    assert min(dists) > 0.0
+
+    reacher = make("ReacherGoalDense")
+    assert reacher.name == "ReacherGoalDense" and reacher.threshold == 0.05
+    ps = jax.jit(reacher.env.reset)(key).pipeline_state
+    _, reward, metrics = reacher._terms(ps, jnp.array([0.1, -0.05]))
+    assert float(metrics["dist"]) > 0.0
+    np.testing.assert_allclose(float(reward), -float(metrics["dist"]), rtol=1e-6)
