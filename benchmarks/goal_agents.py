@@ -1,26 +1,29 @@
 """Goal-reaching agents on CPU: the contrastive presets on `DetourMaze`, and contrastive PPO
 (reward-free) against PPO with a dense reward at equal env steps.
 
-    .venv/bin/python benchmarks/goal_agents.py --suite detour --out benchmarks/goal_detour.json
-    .venv/bin/python benchmarks/goal_agents.py --suite dense --out benchmarks/goal_dense.json
+    .venv/bin/python benchmarks/goal_agents.py                 # every run, one after the other
+    .venv/bin/python benchmarks/goal_agents.py --only 0 2      # some runs; the others are kept
+    .venv/bin/python benchmarks/goal_agents.py --replot        # table and PNGs from the JSON
 
-Suites (each run is the command a user types, `jaxrl train --preset P ...`, in a subprocess,
-one after the other so runs do not share the 2 cores):
+Each run is the command a user types, `jaxrl train --preset P ...`, in a subprocess, one after
+the other so runs do not share the 2 cores (`RUNS`):
 
-- `detour`: `crl-detourmaze-cpu` and `cppo-detourmaze-cpu` on `DetourMaze` (every goal at
-  least 5 cells along a serpentine maze; straight-line policy 0.176, random 0.002, shortest
-  path 1.0 over 512 episodes, `tests/envs/test_goal_envs.py`).
-- `dense`: per task, CPPO on the sparse env (it never reads the reward) and PPO on the same
-  task with the dense reward `-distance to goal` (`DetourMazeDense`, `ReacherGoalDense`), PPO
-  given the CPPO preset's env steps, chunks and evaluation episodes. The claim checked: Osman
-  et al. (arXiv 2605.13554, abstract) report contrastive PPO close to dense-reward PPO.
+- `DetourMaze` (every goal at least 5 cells along a serpentine maze; straight-line policy 0.176,
+  random 0.002, shortest path 1.0 over 512 episodes, `tests/envs/test_goal_envs.py`):
+  `crl-detourmaze-cpu`, `cppo-detourmaze-cpu`, and PPO on `DetourMazeDense`.
+- `ReacherGoal`: `cppo-reacher-cpu` and PPO on `ReacherGoalDense`.
+
+The PPO runs (`ppo-goal-dense-cpu`) read the dense reward `-distance to goal` and get the CPPO
+preset's env steps, chunks and evaluation episodes; CRL and CPPO never read a reward. The claim
+checked: Osman et al. (arXiv 2605.13554, abstract) report contrastive PPO close to dense-reward
+PPO.
 
 Metric: `eval/episode_success_any` (fraction of the deterministic evaluation episodes, 256 on
 the mazes and 128 on the reacher, that reach the goal once) after every chunk, and
 `eval/episode_success` (steps near the goal). Writes run dirs under `--runs` (default
-`runs/goal_agents/`, gitignored), the JSON `--out` (curves: env steps, training seconds, success
-rate, steps near goal), a PNG per task beside it (`<out stem>_<task>.png`) and prints a table
-for `benchmarks/RESULTS.md`.
+`runs/goal_agents/`, gitignored), the JSON `--out` (default `benchmarks/goal_agents.json`;
+curves: env steps, training seconds, success rate, steps near goal), a PNG per task beside it
+(`<out stem>_<task>.png`) and prints a table for `benchmarks/RESULTS.md`.
 """
 
 from __future__ import annotations
@@ -41,16 +44,11 @@ from jaxrl.run import plotting
 JAXRL = os.path.join(os.path.dirname(sys.executable), "jaxrl")
 METRIC = "eval/episode_success_any"
 # (label, preset, env or None for the preset's, preset whose steps and chunks it gets or None)
-SUITES = {
-    "detour": [("crl", "crl-detourmaze-cpu", None, None),
-               ("cppo", "cppo-detourmaze-cpu", None, None)],
-    "dense": [("cppo", "cppo-detourmaze-cpu", None, None),
-              ("ppo, dense reward", "ppo-goal-dense-cpu", "DetourMazeDense",
-               "cppo-detourmaze-cpu"),
-              ("cppo", "cppo-reacher-cpu", None, None),
-              ("ppo, dense reward", "ppo-goal-dense-cpu", "ReacherGoalDense",
-               "cppo-reacher-cpu")],
-}
+RUNS = [("crl", "crl-detourmaze-cpu", None, None),
+        ("cppo", "cppo-detourmaze-cpu", None, None),
+        ("ppo, dense reward", "ppo-goal-dense-cpu", "DetourMazeDense", "cppo-detourmaze-cpu"),
+        ("cppo", "cppo-reacher-cpu", None, None),
+        ("ppo, dense reward", "ppo-goal-dense-cpu", "ReacherGoalDense", "cppo-reacher-cpu")]
 
 
 def train_flags(preset: str, env: str | None, steps_of: str | None, seed: int) -> list[str]:
@@ -134,16 +132,15 @@ def report(res: dict, out: str) -> None:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--suite", choices=list(SUITES), default="detour")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--only", nargs="+", type=int, default=None,
-                   help="indices of the suite's runs to do (default: all)")
+                   help="indices into RUNS of the runs to do (default: all)")
     p.add_argument("--runs", default=os.path.join(_common.REPO, "runs", "goal_agents"))
-    p.add_argument("--out", default=None, help="JSON path (default benchmarks/goal_SUITE.json)")
+    p.add_argument("--out", default=os.path.join(_common.REPO, "benchmarks", "goal_agents.json"))
     p.add_argument("--replot", action="store_true",
                    help="no training: redraw the PNGs and the table from --out and its run dirs")
     args = p.parse_args(argv)
-    out = args.out or os.path.join(_common.REPO, "benchmarks", f"goal_{args.suite}.json")
+    out = args.out
     old = {}
     if os.path.exists(out):
         with open(out) as f:
@@ -152,10 +149,10 @@ def main(argv=None) -> None:
         report(old, out)
         return
     command = " ".join(["benchmarks/" + os.path.basename(sys.argv[0])] + (argv or sys.argv[1:]))
-    res = {"commands": old.get("commands", []) + [command], "suite": args.suite,
+    res = {"commands": old.get("commands", []) + [command],
            "machine": _common.machine_info(), "versions": _common.versions(),
            "runs": old.get("runs", [])}
-    todo = [SUITES[args.suite][i] for i in (args.only or range(len(SUITES[args.suite])))]
+    todo = [RUNS[i] for i in (args.only if args.only is not None else range(len(RUNS)))]
     for label, preset, env, steps_of in todo:
         print(f"== {label}: {preset} on {env or configs.get(preset).env}", flush=True)
         t0 = time.time()
