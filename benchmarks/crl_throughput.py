@@ -10,7 +10,8 @@ Env differences that remain: both are Brax's `reacher` on the `generalized` pipe
 with success below 0.05 m; JaxGCRL's observation is 10 state dims + the 3-D target position (goal
 = fingertip x, y, z), ours 8 + the x-y target; under Brax's cached auto-reset JaxGCRL's training
 envs keep one target per env slot for the whole run (JaxGCRL #53), ours draws a new goal at
-every reset. Evaluation envs are reset fresh on both sides.
+every reset (`--fixed-starts` gives ours JaxGCRL's: `TrainConfig.fixed_starts`). Evaluation
+envs are reset fresh on both sides.
 
 Work matched on both sides: num_envs N, unroll_length U, batch B, episode_length L, networks
 (`h_dim x n_hidden` = 256 x 2 swish for phi(s, a), psi(g) and the actor, repr 64), lr 3e-4
@@ -140,6 +141,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--raw-steps", type=int, default=100, help="scan length of one raw call")
     p.add_argument("--raw-repeats", type=int, default=3, help="timed raw calls after warm-up")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fixed-starts", action="store_true",
+                   help="ours: every episode of an env slot restarts from its first state (one "
+                        "goal per slot, as JaxGCRL trains under Brax's cached auto-reset)")
     p.add_argument("--skip", default="", help="comma list of parts to skip: raw,ours,peer")
     p.add_argument("--jaxgcrl-venv", default=DEFAULT_JAXGCRL_VENV)
     p.add_argument("--peer-timeout", type=int, default=3600, help="seconds for the peer worker")
@@ -174,7 +178,8 @@ def settings_from_args(args: argparse.Namespace) -> dict:
             "num_eval_envs": args.num_eval_envs, "h_dim": args.h_dim, "n_hidden": args.n_hidden,
             "repr_dim": args.repr_dim, "lr": args.lr, "discounting": args.discounting,
             "logsumexp_penalty": 0.1, "energy": "norm", "contrastive_loss": "fwd_infonce",
-            "raw_steps": args.raw_steps, "raw_repeats": args.raw_repeats, "seed": args.seed}
+            "raw_steps": args.raw_steps, "raw_repeats": args.raw_repeats, "seed": args.seed,
+            "fixed_starts": args.fixed_starts}
 
 
 def peer_plan(s: dict) -> dict:
@@ -342,7 +347,7 @@ def load_peer(path: str, s: dict) -> dict:
     """The peer part of an earlier `--json`, after checking that its settings equal `s`."""
     with open(path) as f:
         old = json.load(f)
-    keys = [k for k in s if k not in ("env", "raw_steps", "raw_repeats")]
+    keys = [k for k in s if k not in ("env", "raw_steps", "raw_repeats", "fixed_starts")]
     diff = {k: (old["settings"].get(k), s[k]) for k in keys if old["settings"].get(k) != s[k]}
     if diff:
         raise SystemExit(f"--peer-json {path} was measured with other settings (old, now): {diff}")
@@ -396,7 +401,8 @@ def ours_configs(s: dict):
     cfg = TrainConfig(num_envs=s["num_envs"], unroll_length=s["unroll_length"],
                       unrolls_per_update=1, total_env_steps=plan["env_steps"],
                       num_chunks=s["num_evals"], num_eval_envs=s["num_eval_envs"],
-                      episode_length=s["episode_length"], seed=s["seed"])
+                      episode_length=s["episode_length"], seed=s["seed"],
+                      fixed_starts=bool(s.get("fixed_starts")))
     return cfg, agent_cfg, applied, missing
 
 

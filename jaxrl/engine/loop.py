@@ -61,6 +61,11 @@ class TrainConfig:
     `num_envs` (`engine.wrappers.reset_done`); every done env gets a fresh start either way, so
     M changes speed, never results. Raise it for envs where many episodes end at random steps;
     None: `max(1, num_envs // 16)`."""
+    fixed_starts: bool = False
+    """Every episode of an env slot starts from that slot's first state (its start and, in
+    goal envs, its goal), as under Brax's cached auto-reset, which JaxGCRL and Brax's trainers
+    train with; False (the default) draws a fresh start for every episode. For reproducing
+    such peers' settings (`engine.wrappers.AutoReset`)."""
     env_impl: str | None = None
     """MJX implementation for Playground envs (`jax` or `warp`); None: `jax` on CPU, and on a GPU
     `warp` when warp-lang is installed, else `jax` (`jaxrl.envs.registry.default_impl`)."""
@@ -173,7 +178,7 @@ def make_env(base_env, cfg: TrainConfig):
     length = cfg.episode_length or base_env.episode_length
     env = randomization.maybe_randomize(base_env, cfg.domain_randomization)
     return wrappers.wrap_for_training(env, cfg.num_envs, length, cfg.action_repeat,
-                                      cfg.max_resets)
+                                      cfg.max_resets, cfg.fixed_starts)
 
 
 def make_train(agent: Agent, base_env, emulate_devices: bool = False):

@@ -196,12 +196,19 @@ class AutoReset(Wrapper):
     plus a gather and a scatter, one with more done envs costs N; DM Control tasks, whose envs
     all truncate on the same step, take the N branch once an episode, while envs that terminate
     at random (falls) mostly take the M branch. Default `max(1, N // 16)`.
+
+    With `fixed_starts`, no reset is computed after the first: each slot restarts every episode
+    from its own first state (kept in `info["first_state"]`), as Brax's `AutoResetWrapper`
+    (`brax/envs/wrappers/training.py`) does with the state it caches at `reset`. JaxGCRL trains
+    under that wrapper, so each of its training envs keeps one start and one goal for the whole
+    run (`MichalBortkiewicz/JaxGCRL` issue 53); the option exists to reproduce such settings.
     """
 
-    def __init__(self, env, max_resets: int | None = None):
+    def __init__(self, env, max_resets: int | None = None, fixed_starts: bool = False):
         super().__init__(env)
         n = self.env.num_envs
         self.max_resets = max(1, n // 16) if max_resets is None else int(max_resets)
+        self.fixed_starts = bool(fixed_starts)
         if self.max_resets <= 0:
             raise ValueError(f"max_resets must be positive, got {max_resets}.")
 
@@ -213,6 +220,8 @@ class AutoReset(Wrapper):
                     final_episode_return=jnp.zeros(n), final_episode_length=jnp.zeros(n),
                     final_episode_metrics=state.info["episode_metrics"],
                     traj_id=jnp.zeros(n, jnp.int32))
+        if self.fixed_starts:
+            info["first_state"] = (state.data, state.obs, dict(state.info))
         return state.replace(info=info)
 
     def step(self, state: State, action: jax.Array) -> State:
@@ -221,7 +230,13 @@ class AutoReset(Wrapper):
         # jax_debug_key_reuse); it is replaced by keys[:, 1].
         stepped = stepped.replace(info={k: v for k, v in stepped.info.items() if k != "reset_key"})
         keys = jax.vmap(jax.random.split)(state.info["reset_key"])
-        data, obs, info = reset_done(self.env.reset, stepped, keys[:, 0], self.max_resets)
+        if self.fixed_starts:
+            first_data, first_obs, first_info = state.info["first_state"]
+            data, obs, info = select_envs(
+                stepped.done > 0, (first_data, first_obs, dict(stepped.info, **first_info)),
+                (stepped.data, stepped.obs, stepped.info))
+        else:
+            data, obs, info = reset_done(self.env.reset, stepped, keys[:, 0], self.max_resets)
         merged = stepped.replace(data=data, obs=obs, info=info)
         info = dict(merged.info, terminated=stepped.info["terminated"],
                     truncated=stepped.info["truncated"], final_obs=stepped.obs,
@@ -304,9 +319,10 @@ def scatter_envs(idx: jax.Array, n: int, rows, batch):
 
 
 def wrap_for_training(env, num_envs: int, episode_length: int, action_repeat: int = 1,
-                      max_resets: int | None = None):
-    """`AutoReset(Vmap(Episode(env)), max_resets)`: the training env."""
-    return AutoReset(Vmap(Episode(env, episode_length, action_repeat), num_envs), max_resets)
+                      max_resets: int | None = None, fixed_starts: bool = False):
+    """`AutoReset(Vmap(Episode(env)), max_resets, fixed_starts)`: the training env."""
+    return AutoReset(Vmap(Episode(env, episode_length, action_repeat), num_envs), max_resets,
+                     fixed_starts)
 
 
 def wrap_for_eval(env, num_envs: int, episode_length: int, action_repeat: int = 1):

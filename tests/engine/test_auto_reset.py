@@ -221,3 +221,35 @@ def _model() -> ToyModel:
 
 def _raw(x):
     return jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x
+
+
+def test_fixed_starts_restart_each_slot_from_its_first_state():
+    """`fixed_starts` (Brax's cached auto-reset, JaxGCRL's training setting): no reset after
+    the first; every episode of a slot starts from the slot's first state (same x0), counters
+    restart, `traj_id` still counts episodes. The default draws a new x0 per episode."""
+    n, steps = 8, 40
+    fixed = wrappers.wrap_for_training(RandomLength(), n, 100, fixed_starts=True)
+    fresh = wrappers.wrap_for_training(RandomLength(), n, 100)
+    counts = _counted_steps(fixed, steps, jax.random.PRNGKey(3))
+    assert sum(d for d, _ in counts) > n and all(r == 0 for _, r in counts)
+
+    def x0_per_episode(env):
+        state = jax.jit(env.reset)(jax.random.PRNGKey(3))
+        first = np.asarray(state.obs[:, 1])
+        step, seen = jax.jit(env.step), []
+        for _ in range(steps):
+            state = step(state, jnp.zeros((n, 1)))
+            done = np.asarray(state.done) > 0
+            seen += [(i, float(state.obs[i, 1]), float(state.obs[i, 0]),
+                      int(state.info["episode_length"][i]), int(state.info["traj_id"][i]))
+                     for i in np.nonzero(done)[0]]
+        return first, seen, np.asarray(state.info["traj_id"])
+
+    first, seen, traj = x0_per_episode(fixed)
+    for i, x0, t, length, _ in seen:
+        assert x0 == first[i] and t == 0.0 and length == 0
+    assert traj.sum() == len(seen) > n
+    first_fresh, seen_fresh, _ = x0_per_episode(fresh)
+    np.testing.assert_array_equal(first_fresh, first)  # same first states either way
+    assert sum(x0 != first_fresh[i] for i, x0, *_ in seen_fresh) == len(seen_fresh)
+    assert loop.TrainConfig().fixed_starts is False
