@@ -20,11 +20,13 @@ same episode `k >= 1` steps ahead with `P(k) ∝ gamma^(k-1)` (`replay.sample_fu
 is that state's `goal_indices` entries. Per step, as JaxGCRL: actor and temperature first (on
 the relabeled goals), then the critic; no target networks and no TD.
 
-Departure from JaxGCRL: it samples one window of `episode_length` rows per env, relabels every
-row and scans over all `num_envs * (episode_length - 1) / batch_size` batches, which ties
-`num_envs`, `episode_length` and `batch_size` together by divisibility (JaxGCRL #54). Here
-pairs are drawn independently and the replay ratio is `utd_ratio`, so no such constraint
-exists; JaxGCRL's ratio is `utd_ratio = num_envs * (episode_length - 1) / (batch_size * T)`.
+Departure from JaxGCRL (default `sampling="pairs"`): it samples one window of
+`episode_length` rows per env, relabels every row and scans over all
+`num_envs * (episode_length - 1) / batch_size` batches, which ties `num_envs`,
+`episode_length` and `batch_size` together by divisibility (JaxGCRL #54). Here pairs are drawn
+independently and the replay ratio is `utd_ratio`, so no such constraint exists; JaxGCRL's
+ratio is `utd_ratio = num_envs * (episode_length - 1) / (batch_size * T)`.
+`sampling="windows"` builds JaxGCRL's batches instead (`replay.sample_windows`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from jaxrl.agents.common.offpolicy import OffPolicyLoop, ReplayConfig
 from jaxrl.engine.contract import AgentBase
 from jaxrl.learning import losses, optim, replay
 
+SAMPLINGS = ("pairs", "windows")
 HP_FIELDS = ("learning_rate", "critic_learning_rate", "alpha_learning_rate", "gamma")
 HP_RANGES = {"learning_rate": (0.0, 1.0), "critic_learning_rate": (0.0, 1.0),
               "alpha_learning_rate": (0.0, 1.0), "gamma": (1e-6, 1.0)}
@@ -56,7 +59,12 @@ class CRLConfig(ContrastiveConfig, ReplayConfig):
     utd_ratio: float = 1.0
     """Gradient steps per vectorized env step (`utd_ratio * unroll_length` per update)."""
     horizon: int | None = None
-    """Longest goal offset in steps; None: the episode length."""
+    """Longest goal offset in steps, and the window length of `sampling="windows"`; None: the
+    episode length."""
+    sampling: str = "pairs"
+    """`pairs`: every gradient step draws its B transitions independently from the whole
+    buffer (`replay.sample_future`); `windows`: JaxGCRL's batches, cut once per update from
+    windows of `horizon` consecutive rows, one per env (`replay.sample_windows`)."""
     target_entropy_scale: float = 0.5
     """Target entropy `-scale * action_size` for the temperature (JaxGCRL: 0.5)."""
     learning_rate: float = 3e-4
@@ -116,6 +124,15 @@ class CRL(AgentBase):
             raise ValueError(f"target_entropy_scale must be finite, got {c.target_entropy_scale}.")
         if c.horizon is not None and c.horizon < 1:
             raise ValueError(f"horizon must be >= 1 or None, got {c.horizon}.")
+        if c.sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {SAMPLINGS}, got {c.sampling!r}.")
+        if c.sampling == "windows" and self.horizon < 2:
+            raise ValueError(f"sampling='windows' needs horizon >= 2, got {self.horizon}.")
+        if c.sampling == "windows" and c.learning_starts < self.horizon * self.train.num_envs:
+            raise ValueError(
+                f"sampling='windows' cuts windows of {self.horizon} rows per env: learning_starts "
+                f"must be at least horizon * num_envs = {self.horizon * self.train.num_envs}, "
+                f"got {c.learning_starts}.")
 
     def init(self, key, hp) -> CRLState:
         params = self.nets.init_params(key)
@@ -144,14 +161,26 @@ class CRL(AgentBase):
                                   gradient_step=self.gradient_step)
 
     def step_inputs(self, state: CRLState, key):
-        """One key per gradient step (each step samples and relabels its own batch)."""
-        return jax.random.split(key, self.replay.updates_per_call)
+        """One key per gradient step (`pairs`: each step samples and relabels its own batch);
+        with `windows`, also the update's G batches `[G, B, ...]` (`replay.sample_windows`)."""
+        g = self.replay.updates_per_call
+        if self.config.sampling == "pairs":
+            return jax.random.split(key, g)
+        k_batches, k_steps = jax.random.split(key)
+        batches = replay.sample_windows(state.buffer, k_batches, g, self.config.batch_size,
+                                        window=self.horizon, gamma=state.hp["gamma"])
+        return batches, jax.random.split(k_steps, g)
 
-    def gradient_step(self, state: CRLState, key):
-        """Relabel a batch; actor and temperature step, then critic step (JaxGCRL order)."""
-        k_sample, k_actor = jax.random.split(key)
-        batch = replay.sample_future(state.buffer, k_sample, self.config.batch_size,
-                                     gamma=state.hp["gamma"], horizon=self.horizon)
+    def gradient_step(self, state: CRLState, inputs):
+        """Relabel a batch (or take the update's next one); actor and temperature step, then
+        critic step (JaxGCRL order)."""
+        if self.config.sampling == "pairs":
+            k_sample, k_actor = jax.random.split(inputs)
+            batch = replay.sample_future(state.buffer, k_sample, self.config.batch_size,
+                                         gamma=state.hp["gamma"], horizon=self.horizon)
+        else:
+            batch, key = inputs
+            k_actor = jax.random.split(key)[1]
         s, goal = self.nets.split_obs(batch.obs)[0], self.nets.goal_of(batch.future_obs)
         state, actor_metrics = self._actor_step(state, s, goal, k_actor)
         params, opt_critic, metrics = self.nets.critic_step(

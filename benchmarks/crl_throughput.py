@@ -11,7 +11,8 @@ with success below 0.05 m; JaxGCRL's observation is 10 state dims + the 3-D targ
 = fingertip x, y, z), ours 8 + the x-y target; under Brax's cached auto-reset JaxGCRL's training
 envs keep one target per env slot for the whole run (JaxGCRL #53), ours draws a new goal at
 every reset (`--fixed-starts` gives ours JaxGCRL's: `TrainConfig.fixed_starts`). Evaluation
-envs are reset fresh on both sides.
+envs are reset fresh on both sides. Batches: ours draws independent pairs by default;
+`--sampling windows` cuts JaxGCRL's whole-window batches (`CRLConfig.sampling`).
 
 Work matched on both sides: num_envs N, unroll_length U, batch B, episode_length L, networks
 (`h_dim x n_hidden` = 256 x 2 swish for phi(s, a), psi(g) and the actor, repr 64), lr 3e-4
@@ -105,6 +106,7 @@ OURS_FIELDS = {
     "contrastive_loss": ("contrastive_loss", "contrastive_loss_fn", "loss"),
     "learning_starts": ("learning_starts",),
     "buffer_size": ("buffer_size",),
+    "sampling": ("sampling",),
 }
 
 
@@ -144,6 +146,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--fixed-starts", action="store_true",
                    help="ours: every episode of an env slot restarts from its first state (one "
                         "goal per slot, as JaxGCRL trains under Brax's cached auto-reset)")
+    p.add_argument("--sampling", default="pairs", choices=("pairs", "windows"),
+                   help="ours: `pairs` (our default) or `windows` (JaxGCRL's batches)")
     p.add_argument("--skip", default="", help="comma list of parts to skip: raw,ours,peer")
     p.add_argument("--jaxgcrl-venv", default=DEFAULT_JAXGCRL_VENV)
     p.add_argument("--peer-timeout", type=int, default=3600, help="seconds for the peer worker")
@@ -179,7 +183,7 @@ def settings_from_args(args: argparse.Namespace) -> dict:
             "repr_dim": args.repr_dim, "lr": args.lr, "discounting": args.discounting,
             "logsumexp_penalty": 0.1, "energy": "norm", "contrastive_loss": "fwd_infonce",
             "raw_steps": args.raw_steps, "raw_repeats": args.raw_repeats, "seed": args.seed,
-            "fixed_starts": args.fixed_starts}
+            "fixed_starts": args.fixed_starts, "sampling": args.sampling}
 
 
 def peer_plan(s: dict) -> dict:
@@ -347,7 +351,8 @@ def load_peer(path: str, s: dict) -> dict:
     """The peer part of an earlier `--json`, after checking that its settings equal `s`."""
     with open(path) as f:
         old = json.load(f)
-    keys = [k for k in s if k not in ("env", "raw_steps", "raw_repeats", "fixed_starts")]
+    keys = [k for k in s if k not in ("env", "raw_steps", "raw_repeats", "fixed_starts",
+                                      "sampling")]
     diff = {k: (old["settings"].get(k), s[k]) for k in keys if old["settings"].get(k) != s[k]}
     if diff:
         raise SystemExit(f"--peer-json {path} was measured with other settings (old, now): {diff}")
@@ -385,7 +390,8 @@ def ours_configs(s: dict):
               "energy": {"norm": "distance", "l2": "sq_distance"}.get(s["energy"], s["energy"]),
               "contrastive_loss": s["contrastive_loss"],
               "learning_starts": plan["prefill_env_steps"] + plan["env_steps_per_collect"],
-              "buffer_size": s["max_replay_size"] * s["num_envs"]}
+              "buffer_size": s["max_replay_size"] * s["num_envs"],
+              "sampling": s.get("sampling", "pairs")}
     names = {f.name for f in dataclasses.fields(cfg_cls)}
     applied, missing, overrides = {}, [], {}
     for key, fields in OURS_FIELDS.items():

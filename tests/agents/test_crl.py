@@ -124,12 +124,27 @@ def test_goal_indices_out_of_range():
         check_goal_spec(spec, "crl")
 
 
+def test_crl_window_sampling_trains():
+    """`sampling="windows"` (JaxGCRL's batches, `replay.sample_windows`): two chunks with
+    finite losses, goal offsets inside the 10-row windows, and a run of its own (not the
+    default pairs')."""
+    result = runner.train("crl", "PointMaze", TRAIN, _small("crl", sampling="windows",
+                                                            horizon=10),
+                          run_dir=None, progress=False)
+    last, pairs = result.records[-1], _trained("crl").records[-1]
+    assert np.isfinite(last["train/critic_loss"]) and np.isfinite(last["train/actor_loss"])
+    assert 1.0 <= last["train/goal_offset"] <= 10.0
+    assert last["train/critic_loss"] != pairs["train/critic_loss"]
+
+
 @pytest.mark.parametrize("name,kw,match", [
     ("crl", {"energy": "manhattan"}, "energy must be one of"),
     ("crl", {"contrastive_loss": "dpo"}, "contrastive_loss must be one of"),
     ("crl", {"batch_size": 4096}, "batch_size = 4096 is larger"),
     ("crl", {"utd_ratio": 0.1}, "gradient steps per update"),
     ("crl", {"gamma": float("nan")}, "gamma = nan"),
+    ("crl", {"sampling": "window"}, "sampling must be one of"),
+    ("crl", {"sampling": "windows", "horizon": 20}, "learning_starts must be at least"),
     ("cppo", {"num_minibatches": 3}, "not divisible by num_minibatches"),
     ("cppo", {"q_space": "linear"}, "q_space"),
     ("cppo", {"max_grad_norm": -1.0}, "max_grad_norm must be positive"),

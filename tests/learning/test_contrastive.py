@@ -137,3 +137,34 @@ def test_sample_future_needs_traj_ids():
                                clock=buf.clock)
     with pytest.raises(ValueError, match="traj_id"):
         replay.sample_future(plain, jax.random.PRNGKey(0), 4, gamma=0.9, horizon=4)
+
+
+def test_sample_windows_one_window_per_env_relabeled_inside_it():
+    """JaxGCRL's batches: N = 2 envs, windows of L = 5 rows, G B = N (L - 1) = 8 transitions,
+    so each env gives one window of 4 consecutive relabeled rows; goals stay inside the window
+    and the episode, with P(k) ∝ gamma^k over the offsets left in the window."""
+    buf, _ = _goal_buffer([40])  # one episode, 40 rows through a 16-row buffer
+    shift = jnp.array([[[0.0, 0.0], [1000.0, 0.0]]])  # env 1's step counter starts at 1000
+    buf = buf.replace(data=dict(buf.data, obs=buf.data["obs"] + shift,
+                                next_obs=buf.data["next_obs"] + shift))
+    draw = jax.jit(jax.vmap(lambda k: replay.sample_windows(buf, k, 2, 4, window=5, gamma=0.5)))
+    b = draw(jax.random.split(jax.random.PRNGKey(0), 4000))
+    assert b.obs.shape == (4000, 2, 4, 2) and b.offset.shape == (4000, 2, 4)
+    t = np.asarray(b.obs[..., 0]).reshape(4000, 8)
+    offset = np.asarray(b.offset).reshape(4000, 8)
+    np.testing.assert_array_equal(np.asarray(b.future_obs[..., 0]).reshape(4000, 8) - t, offset)
+    env, t = t >= 1000, t % 1000
+    assert t.min() >= 40 - 16 and (offset >= 1).all() and (env.sum(1) == 4).all()
+    start = np.where(env, np.where(env, t, 1e9).min(1, keepdims=True),
+                     np.where(env, 1e9, t).min(1, keepdims=True))
+    j = (t - start).astype(int)
+    for e in (False, True):  # each env: 4 consecutive rows, one window
+        rows = np.sort(np.where(env == e, t, np.nan), 1)[:, :4]
+        np.testing.assert_array_equal(rows - rows[:, :1], np.broadcast_to(np.arange(4), (4000, 4)))
+    assert (t + offset <= start + 5).all()  # the goal is at most next_obs of the window's end
+    first = offset[j == 0]  # offsets 1..5: 16 : 8 : 4 : 2 : 1
+    freq = np.bincount(first, minlength=6)[1:] / first.size
+    np.testing.assert_allclose(freq, np.array([16, 8, 4, 2, 1]) / 31, atol=0.02)
+    last = offset[j == 3]  # offsets 1..2: 2 : 1
+    np.testing.assert_allclose(np.bincount(last, minlength=3)[1:] / last.size, [2 / 3, 1 / 3],
+                               atol=0.02)

@@ -4,7 +4,7 @@
   arrays that works under `jit`, `vmap`, `lax.scan` and `lax.cond`.
 - `samplers`: row draws (uniform, or Sample Weight Decay with `swd_weights`), n-step batches
   (`Batch`, `sample`) and goal relabeling with a future state of the same episode
-  (`FutureBatch`, `sample_future`).
+  (`FutureBatch`, `sample_future`, and JaxGCRL's whole-window batches `sample_windows`).
 - `schedule`: off-policy schedule arithmetic checked before compiling (`updates_per_call`,
   `capacity_per_env`, `check_schedule`).
 
@@ -16,6 +16,7 @@ from jaxrl.learning.replay.samplers import (
     FutureBatch,
     sample,
     sample_future,
+    sample_windows,
     swd_weights,
     uniform_below,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "num_transitions",
     "sample",
     "sample_future",
+    "sample_windows",
     "swd_weights",
     "uniform_below",
     "updates_per_call",

@@ -264,3 +264,62 @@ def sample_future(state: ReplayState, key: jax.Array, batch_size: int, *, gamma,
         traj_id=ids[rows, envs],
         future_traj_id=ids[future, envs],
     )
+
+
+def sample_windows(state: ReplayState, key: jax.Array, num_batches: int, batch_size: int, *,
+                   window: int, gamma) -> FutureBatch:
+    """Relabeled batches cut from whole windows of consecutive rows (JaxGCRL's sampling).
+
+    JaxGCRL (`jaxgcrl/agents/crl/crl.py`, `flatten_batch` and the training step) samples one
+    window of `episode_length` rows per env, relabels every row of it with a future state of
+    the same episode inside the window, shuffles the `N (L - 1)` transitions and scans over all
+    of their `N (L - 1) / B` batches. Here `W = ceil(G B / (L - 1))` windows of `L = window`
+    rows are drawn (window `w` from env column `w mod N`, so each env once when `W = N`), each
+    window's start uniform over the starts whose whole window is written; every one of its
+    first `L - 1` rows `t` gets a goal row `t + k`, `P(k) ∝ gamma^k` over the `k` that stay
+    inside the window and episode (`future_obs` is that row's `next_obs`, as `sample_future`);
+    the `W (L - 1)` transitions are shuffled and the first `G B` split into G batches.
+
+    Args:
+        state: a buffer created with `extras=("traj_id",)` holding at least `window` rows.
+        key: PRNG key.
+        num_batches: G (static); batch_size: B (static).
+        window: L >= 2 rows per window (static; the episode length is natural).
+        gamma: relabeling discount in (0, 1].
+
+    Returns:
+        FutureBatch with leaves `[G, B, ...]`.
+    """
+    if "traj_id" not in state.data:
+        raise ValueError("sample_windows needs a buffer created with extras=('traj_id',)")
+    if window < 2:
+        raise ValueError(f"window must be >= 2, got {window}")
+    c, num_envs = state.data["reward"].shape
+    per_window = window - 1
+    num_windows = -(-num_batches * batch_size // per_window)
+    key_start, key_k, key_perm = jax.random.split(key, 3)
+    starts = uniform_below(key_start, (num_windows,), jnp.maximum(state.size - window + 1, 1))
+    starts = state.pos - state.size + starts
+    j = jnp.arange(per_window, dtype=jnp.int32)
+    rows = ((starts[:, None] + j) % c).reshape(-1)  # [W (L - 1)]
+    envs = jnp.repeat(jnp.arange(num_windows, dtype=jnp.int32) % num_envs, per_window)
+    k = jnp.arange(window, dtype=jnp.int32)
+    ids = state.data["traj_id"]
+    inside = (jnp.tile(j, num_windows)[:, None] + k[None]) < per_window + 1
+    same = ids[(rows[:, None] + k) % c, envs[:, None]] == ids[rows, envs][:, None]
+    future = (rows + future_offsets(key_k, inside & same, gamma)) % c
+    pick = jax.random.permutation(key_perm, rows.shape[0])[:num_batches * batch_size]
+    rows, envs, future = rows[pick], envs[pick], future[pick]
+
+    def split(x):
+        return x.reshape((num_batches, batch_size) + x.shape[1:])
+
+    return jax.tree.map(split, FutureBatch(
+        obs=_gather(state.data["obs"], rows, envs),
+        action=state.data["action"][rows, envs],
+        next_obs=_gather(state.data["next_obs"], rows, envs),
+        future_obs=_gather(state.data["next_obs"], future, envs),
+        offset=(future - rows) % c + 1,
+        traj_id=ids[rows, envs],
+        future_traj_id=ids[future, envs],
+    ))
