@@ -370,6 +370,7 @@ def ours_configs(s: dict):
     """`(TrainConfig, agent config, {setting: [fields set]}, [settings with no field])`."""
     import dataclasses
 
+    import jaxrl.agents  # noqa: F401  (importing it registers the agents)
     from jaxrl import envs
     from jaxrl.engine.contract import UnknownAgentError, lookup
     from jaxrl.engine.loop import TrainConfig
@@ -407,7 +408,7 @@ def ours_configs(s: dict):
     cfg = TrainConfig(num_envs=s["num_envs"], unroll_length=s["unroll_length"],
                       unrolls_per_update=1, total_env_steps=plan["env_steps"],
                       num_chunks=s["num_evals"], num_eval_envs=s["num_eval_envs"],
-                      episode_length=s["episode_length"], seed=s["seed"],
+                      episode_length=s["episode_length"],
                       fixed_starts=bool(s.get("fixed_starts")))
     return cfg, agent_cfg, applied, missing
 
@@ -418,10 +419,12 @@ def run_ours(s: dict) -> dict:
 
     import numpy as np
 
+    from jaxrl.engine.loop import RunConfig
     from jaxrl.run import runner
 
     cfg, agent_cfg, applied, missing = ours_configs(s)
-    result = runner.train("crl", s["env"], cfg, agent_cfg, run_dir=None, progress=False)
+    result = runner.train("crl", s["env"], cfg, agent_cfg, run_dir=None, progress=False,
+                          run=RunConfig(seed=s["seed"]))
     recs, final = result.records, result.records[-1]
     chunk_s = [r["wall_time"] - (recs[i - 1]["wall_time"] if i else 0.0)
                for i, r in enumerate(recs)]
