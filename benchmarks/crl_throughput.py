@@ -107,6 +107,7 @@ OURS_FIELDS = {
     "learning_starts": ("learning_starts",),
     "buffer_size": ("buffer_size",),
     "sampling": ("sampling",),
+    "actor_init_scale": ("actor_init_scale",),
 }
 
 
@@ -148,6 +149,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "goal per slot, as JaxGCRL trains under Brax's cached auto-reset)")
     p.add_argument("--sampling", default="pairs", choices=("pairs", "windows"),
                    help="ours: `pairs` (our default) or `windows` (JaxGCRL's batches)")
+    p.add_argument("--actor-init-scale", type=float, default=1.0,
+                   help="ours: actor kernel init scale (1.0 lecun uniform; JaxGCRL's 1/3)")
     p.add_argument("--skip", default="", help="comma list of parts to skip: raw,ours,peer")
     p.add_argument("--jaxgcrl-venv", default=DEFAULT_JAXGCRL_VENV)
     p.add_argument("--peer-timeout", type=int, default=3600, help="seconds for the peer worker")
@@ -183,7 +186,8 @@ def settings_from_args(args: argparse.Namespace) -> dict:
             "repr_dim": args.repr_dim, "lr": args.lr, "discounting": args.discounting,
             "logsumexp_penalty": 0.1, "energy": "norm", "contrastive_loss": "fwd_infonce",
             "raw_steps": args.raw_steps, "raw_repeats": args.raw_repeats, "seed": args.seed,
-            "fixed_starts": args.fixed_starts, "sampling": args.sampling}
+            "fixed_starts": args.fixed_starts, "sampling": args.sampling,
+            "actor_init_scale": args.actor_init_scale}
 
 
 def peer_plan(s: dict) -> dict:
@@ -351,8 +355,8 @@ def load_peer(path: str, s: dict) -> dict:
     """The peer part of an earlier `--json`, after checking that its settings equal `s`."""
     with open(path) as f:
         old = json.load(f)
-    keys = [k for k in s if k not in ("env", "raw_steps", "raw_repeats", "fixed_starts",
-                                      "sampling")]
+    ours_only = ("fixed_starts", "sampling", "actor_init_scale")
+    keys = [k for k in s if k not in ("env", "raw_steps", "raw_repeats") + ours_only]
     diff = {k: (old["settings"].get(k), s[k]) for k in keys if old["settings"].get(k) != s[k]}
     if diff:
         raise SystemExit(f"--peer-json {path} was measured with other settings (old, now): {diff}")
@@ -392,7 +396,8 @@ def ours_configs(s: dict):
               "contrastive_loss": s["contrastive_loss"],
               "learning_starts": plan["prefill_env_steps"] + plan["env_steps_per_collect"],
               "buffer_size": s["max_replay_size"] * s["num_envs"],
-              "sampling": s.get("sampling", "pairs")}
+              "sampling": s.get("sampling", "pairs"),
+              "actor_init_scale": s.get("actor_init_scale", 1.0)}
     names = {f.name for f in dataclasses.fields(cfg_cls)}
     applied, missing, overrides = {}, [], {}
     for key, fields in OURS_FIELDS.items():

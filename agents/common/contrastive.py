@@ -54,6 +54,9 @@ class ContrastiveConfig:
     """Lower bound of the actor's log-std."""
     log_std_max: float = 2.0
     """Upper bound of the actor's log-std."""
+    actor_init_scale: float = 1.0
+    """Actor kernel init `variance_scaling(scale, fan_in, uniform)`: 1.0 is lecun uniform;
+    JaxGCRL's actor uses 1/3 (`jaxgcrl/agents/crl/networks.py`), as its encoders do here."""
 
 
 CRITIC_KEYS = ("sa_encoder", "g_encoder", "log_temperature")
@@ -76,7 +79,8 @@ class ContrastiveNets:
     def actor_net(self) -> GaussianActor:
         c = self.config
         return GaussianActor(tuple(c.actor_hidden), self.spec.action_size, c.activation,
-                             log_std_min=c.log_std_min, log_std_max=c.log_std_max)
+                             log_std_min=c.log_std_min, log_std_max=c.log_std_max,
+                             init_scale=c.actor_init_scale)
 
     @property
     def encoder_net(self) -> Encoder:
@@ -169,6 +173,8 @@ def check_encoder_config(c) -> None:
         raise ValueError(f"logsumexp_penalty must be finite and >= 0 (or None), got {lse}.")
     if c.skip_connections < 0:
         raise ValueError(f"skip_connections must be >= 0, got {c.skip_connections}.")
+    if not (math.isfinite(c.actor_init_scale) and c.actor_init_scale > 0):
+        raise ValueError(f"actor_init_scale must be finite and > 0, got {c.actor_init_scale}.")
     for name in ("log_std_min", "log_std_max"):
         if not math.isfinite(getattr(c, name)):
             raise ValueError(f"{name} must be finite, got {getattr(c, name)}.")

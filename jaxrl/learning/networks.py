@@ -151,6 +151,8 @@ class Torso(nn.Module):
     num_blocks: int = 2
     layer_norm: bool = False
     normalized_bias: bool = False
+    init_scale: float = 1.0
+    """Kernel init `variance_scaling(init_scale, fan_in, uniform)` (1.0: lecun uniform)."""
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
@@ -158,8 +160,9 @@ class Torso(nn.Module):
             return NormalizedEncoder(self.hidden[0], self.num_blocks,
                                      use_bias=self.normalized_bias)(x, train)
         act = ACTIVATIONS[self.activation]
+        init = nn.initializers.variance_scaling(self.init_scale, "fan_in", "uniform")
         for size in self.hidden:
-            x = nn.Dense(size, kernel_init=nn.initializers.lecun_uniform())(x)
+            x = nn.Dense(size, kernel_init=init)(x)
             x = act(nn.LayerNorm()(x) if self.layer_norm else x)
         return x
 
@@ -217,16 +220,19 @@ class GaussianActor(nn.Module):
     log_std_min: float = -5.0
     log_std_max: float = 2.0
     normalized_bias: bool = False
+    init_scale: float = 1.0
+    """Kernel init of the MLP torso and both heads, `variance_scaling(init_scale, fan_in,
+    uniform)`: 1.0 is lecun uniform, JaxGCRL's actor uses 1/3 (`crl/networks.py`)."""
 
     @nn.compact
     def __call__(self, obs, train: bool = False):
         x = Torso(self.hidden, self.activation, self.normalized, self.num_blocks,
-                  self.layer_norm, self.normalized_bias)(obs, train)
-        mu_init = (nn.initializers.normal(1e-3) if self.normalized
-                   else nn.initializers.lecun_uniform())
+                  self.layer_norm, self.normalized_bias, self.init_scale)(obs, train)
+        init = nn.initializers.variance_scaling(self.init_scale, "fan_in", "uniform")
+        mu_init = nn.initializers.normal(1e-3) if self.normalized else init
         mu = nn.Dense(self.action_size, kernel_init=mu_init)(x)
         raw = nn.Dense(self.action_size, kernel_init=nn.initializers.zeros if self.normalized
-                       else nn.initializers.lecun_uniform())(x)
+                       else init)(x)
         lo, hi = self.log_std_min, self.log_std_max
         return mu, lo + 0.5 * (hi - lo) * (jnp.tanh(raw) + 1.0)
 
