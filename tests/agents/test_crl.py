@@ -144,6 +144,7 @@ def test_crl_window_sampling_trains():
     ("crl", {"utd_ratio": 0.1}, "gradient steps per update"),
     ("crl", {"gamma": float("nan")}, "gamma = nan"),
     ("crl", {"sampling": "window"}, "sampling must be one of"),
+    ("crl", {"actor_init_scale": 0.0}, "actor_init_scale must be finite and > 0"),
     ("crl", {"sampling": "windows", "horizon": 20}, "learning_starts must be at least"),
     ("cppo", {"num_minibatches": 3}, "not divisible by num_minibatches"),
     ("cppo", {"q_space": "linear"}, "q_space"),
@@ -187,3 +188,24 @@ def test_logsumexp_penalty_default_depends_on_loss_and_energy():
         agent = lookup("crl")[0](config=_small("crl", **kw), spec=spec, train=TRAIN)
         weight[tuple(kw.items())] = agent.nets.lse_weight
     assert list(weight.values()) == [0.1, 0.1, 0.0, 0.0, 0.3]
+
+
+def test_actor_init_scale_scales_every_actor_kernel():
+    """`actor_init_scale` s draws each actor kernel from `U(-sqrt(3 s / fan_in), ...)`: with the
+    same key the kernels of s = 1/3 (JaxGCRL) are those of s = 1 times sqrt(1/3); the encoders
+    do not change."""
+    from jaxrl.agents.common.contrastive import ContrastiveNets
+
+    spec = _spec("PointMaze")
+    key = jax.random.PRNGKey(0)
+    lecun = ContrastiveNets(_small("crl"), spec).init_params(key)
+    third = ContrastiveNets(_small("crl", actor_init_scale=1 / 3), spec).init_params(key)
+    kernels = [(a, b) for a, b in zip(jax.tree.leaves(lecun["actor"]),
+                                      jax.tree.leaves(third["actor"]), strict=True)
+               if a.ndim == 2]
+    assert len(kernels) == 4  # two hidden layers, mean and log-std heads
+    for a, b in kernels:
+        np.testing.assert_allclose(b, a * np.sqrt(1 / 3), rtol=1e-5, atol=1e-7)
+    for name in ("sa_encoder", "g_encoder"):
+        for a, b in zip(jax.tree.leaves(lecun[name]), jax.tree.leaves(third[name]), strict=True):
+            np.testing.assert_array_equal(a, b)
