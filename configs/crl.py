@@ -72,7 +72,8 @@ register(Preset(
     name="cppo-detourmaze-cpu", agent="cppo", env="DetourMaze",
     train=TrainConfig(num_envs=64, unroll_length=100, total_env_steps=6_400_000, num_chunks=10,
                       num_eval_envs=256),
-    agent_overrides=_CPPO_CPU + (("num_epochs", 2), ("clipping_epsilon", 0.1)),
+    agent_overrides=tuple((k, {"num_epochs": 2}.get(k, v)) for k, v in _CPPO_CPU)
+    + (("clipping_epsilon", 0.1),),
     description="CPPO (our reconstruction) on the detour maze (goals behind walls), 2 CPU cores."))
 
 register(Preset(

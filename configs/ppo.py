@@ -25,15 +25,16 @@ register(Preset(
                      ("clipping_epsilon", 0.3), ("reward_scaling", 10.0)),
     description="Playground DM Control default (GPU scale)."))
 
+_DMC_CPU = (("value_hidden", (64, 64, 64)), ("num_minibatches", 8), ("num_epochs", 4),
+            ("learning_rate", 1e-3), ("anneal_lr", True), ("gamma", 0.97), ("gae_lambda", 0.95),
+            ("entropy_cost", 3e-2), ("clipping_epsilon", 0.2), ("reward_scaling", 1.0),
+            ("normalize_after_sgd", True), ("obs_std_eps", 0.1), ("obs_clip", 5.0))
+
 register(Preset(
     name="ppo-dmc-cpu", agent="ppo", env="CartpoleBalance",
     train=TrainConfig(num_envs=256, unroll_length=32, unrolls_per_update=1,
                       total_env_steps=5_000_000, num_chunks=10, num_eval_envs=64),
-    agent_overrides=(("value_hidden", (64, 64, 64)), ("num_minibatches", 8), ("num_epochs", 4),
-                     ("learning_rate", 1e-3), ("anneal_lr", True), ("gamma", 0.97),
-                     ("gae_lambda", 0.95), ("entropy_cost", 3e-2), ("clipping_epsilon", 0.2),
-                     ("reward_scaling", 1.0), ("normalize_after_sgd", True),
-                     ("obs_std_eps", 0.1), ("obs_clip", 5.0)),
+    agent_overrides=_DMC_CPU,
     description="DM Control tuned for 2 CPU cores (README default)."))
 
 register(Preset(
@@ -69,10 +70,6 @@ register(Preset(
     name="ppo-goal-dense-cpu", agent="ppo", env="DetourMazeDense",
     train=TrainConfig(num_envs=256, unroll_length=32, unrolls_per_update=1,
                       total_env_steps=6_400_000, num_chunks=10, num_eval_envs=256),
-    agent_overrides=(("value_hidden", (64, 64, 64)), ("num_minibatches", 8), ("num_epochs", 4),
-                     ("learning_rate", 1e-3), ("anneal_lr", True), ("gamma", 0.99),
-                     ("gae_lambda", 0.95), ("entropy_cost", 3e-2), ("clipping_epsilon", 0.2),
-                     ("reward_scaling", 1.0), ("normalize_after_sgd", True),
-                     ("obs_std_eps", 0.1), ("obs_clip", 5.0)),
+    agent_overrides=tuple((k, 0.99 if k == "gamma" else v) for k, v in _DMC_CPU),
     description="PPO with the dense reward -distance on the goal envs' Dense variants "
                 "(baseline for the reward-free agents; ppo-dmc-cpu with gamma 0.99), 2 CPU cores."))

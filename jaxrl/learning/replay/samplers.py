@@ -255,6 +255,12 @@ def sample_future(state: ReplayState, key: jax.Array, batch_size: int, *, gamma,
     avail = (state.pos - rows - 1) % c + 1  # rows from `row` to the newest written row
     valid = (k[None] < avail[:, None]) & (ids[idx, envs[:, None]] == ids[rows, envs][:, None])
     future = (rows + future_offsets(key_k, valid, gamma)) % c
+    return _future_batch(state, rows, envs, future)
+
+
+def _future_batch(state: ReplayState, rows, envs, future) -> FutureBatch:
+    """The `FutureBatch` of rows `rows` of columns `envs` with goal rows `future`."""
+    ids, c = state.data["traj_id"], state.data["reward"].shape[0]
     return FutureBatch(
         obs=_gather(state.data["obs"], rows, envs),
         action=state.data["action"][rows, envs],
@@ -314,12 +320,4 @@ def sample_windows(state: ReplayState, key: jax.Array, num_batches: int, batch_s
     def split(x):
         return x.reshape((num_batches, batch_size) + x.shape[1:])
 
-    return jax.tree.map(split, FutureBatch(
-        obs=_gather(state.data["obs"], rows, envs),
-        action=state.data["action"][rows, envs],
-        next_obs=_gather(state.data["next_obs"], rows, envs),
-        future_obs=_gather(state.data["next_obs"], future, envs),
-        offset=(future - rows) % c + 1,
-        traj_id=ids[rows, envs],
-        future_traj_id=ids[future, envs],
-    ))
+    return jax.tree.map(split, _future_batch(state, rows, envs, future))
