@@ -1,13 +1,13 @@
 """Contrastive RL presets: CRL (JaxGCRL settings on GPU, small runs on CPU) and CPPO.
 
-GPU presets follow JaxGCRL's `scripts/train.sh`: 512 envs, unroll 62,
-batch 256, lr 3e-4, representation 64, 256 x 2 encoders, `distance` energy, 10M env steps, replay
-10,000 rows per env, prefill 1,000 rows. JaxGCRL takes `num_envs * (episode_length - 1) /
-batch_size` gradient steps per collect of `unroll_length * num_envs` steps; with 512 envs,
-episode length 1000 and batch 256 that is 1998 steps per 62 vectorized steps, i.e.
-`utd_ratio = 1998 / 62`. CPU presets are sized to learn on 2 cores (budgets in
-`benchmarks/RESULTS.md`); the maze and CPPO ones share the settings found on `DetourMaze`
-(critic learning rate 1e-3; RESULTS, "Contrastive agents on DetourMaze").
+GPU presets follow JaxGCRL's `scripts/train.sh`: 512 envs, unroll 62, batch 256, lr 3e-4,
+representation 64, 256 x 2 encoders, `distance` energy, 10M env steps, replay 10,000 rows per
+env, prefill 1,000 rows, and its actor init (`actor_init_scale` 1/3). JaxGCRL takes
+`num_envs * (episode_length - 1) / batch_size` gradient steps per collect of
+`unroll_length * num_envs` steps; with 512 envs, episode length 1000 and batch 256 that is 1998
+steps per 62 vectorized steps, i.e. `utd_ratio = 1998 / 62`. CPU presets are sized to learn
+on 2 cores (budgets in `benchmarks/RESULTS.md`); the maze and CPPO ones share the settings found
+on `DetourMaze` (critic learning rate 1e-3; RESULTS, "Contrastive agents on DetourMaze").
 """
 
 from jaxrl.configs.base import Preset, register
@@ -16,7 +16,7 @@ from jaxrl.engine.loop import TrainConfig
 _JAXGCRL = (("batch_size", 256), ("learning_rate", 3e-4), ("critic_learning_rate", 3e-4),
             ("alpha_learning_rate", 3e-4), ("gamma", 0.99), ("contrastive_loss", "bwd_infonce"),
             ("energy", "distance"), ("utd_ratio", 1998 / 62), ("buffer_size", 10_000 * 512),
-            ("learning_starts", 1000 * 512))
+            ("learning_starts", 1000 * 512), ("actor_init_scale", 1 / 3))
 
 
 _JAXGCRL_TRAIN = TrainConfig(num_envs=512, unroll_length=62, total_env_steps=10_000_000,
