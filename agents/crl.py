@@ -75,6 +75,10 @@ class CRLConfig(ContrastiveConfig, ReplayConfig):
     """Temperature Adam step size (initial alpha 1, as JaxGCRL's `log_alpha = 0`)."""
     gamma: float = 0.99
     """Discount of the geometric future-goal relabeling."""
+    actor_init_scale: float = 1 / 3
+    """Actor kernel init `variance_scaling(scale, fan_in, uniform)`: JaxGCRL's 1/3
+    (`jaxgcrl/agents/crl/networks.py`); 1.0 is lecun uniform (measurements in
+    `benchmarks/RESULTS.md`, "Attribution of the gap")."""
 
 
 @struct.dataclass(kw_only=True)

@@ -35,7 +35,7 @@ register(Preset(
     agent_overrides=(("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("layer_norm", True),
                      ("batch_size", 256), ("utd_ratio", 1.0), ("buffer_size", 120_000),
                      ("learning_starts", 6_400), ("learning_rate", 1e-3),
-                     ("critic_learning_rate", 1e-3)),
+                     ("critic_learning_rate", 1e-3), ("actor_init_scale", 1.0)),
     description="CRL on the pure-JAX point maze, 2 CPU cores (tests)."))
 
 register(Preset(
@@ -54,7 +54,7 @@ register(Preset(
     agent_overrides=(("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("layer_norm", True),
                      ("batch_size", 256), ("utd_ratio", 1.0), ("buffer_size", 1_000_000),
                      ("learning_starts", 6_400), ("learning_rate", 1e-3),
-                     ("critic_learning_rate", 1e-3)),
+                     ("critic_learning_rate", 1e-3), ("actor_init_scale", 1.0)),
     description="CRL on the detour maze (goals behind walls), 2 CPU cores."))
 
 _CPPO_CPU = (("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("critic_batch_size", 256),
