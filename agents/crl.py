@@ -129,7 +129,7 @@ class CRL(AgentBase):
         if c.horizon is not None and c.horizon < 1:
             raise ValueError(f"horizon must be >= 1 or None, got {c.horizon}.")
         if c.sampling not in SAMPLINGS:
-            raise ValueError(f"sampling must be one of {SAMPLINGS}, got {c.sampling!r}.")
+            raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}; got {c.sampling!r}.")
         if c.sampling == "windows" and self.horizon < 2:
             raise ValueError(f"sampling='windows' needs horizon >= 2, got {self.horizon}.")
         if c.sampling == "windows" and c.learning_starts < self.horizon * self.train.num_envs:
