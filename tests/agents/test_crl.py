@@ -192,18 +192,19 @@ def test_logsumexp_penalty_default_depends_on_loss_and_energy():
 
 def test_actor_init_scale_scales_every_actor_kernel():
     """`actor_init_scale` s draws each actor kernel from `U(-sqrt(3 s / fan_in), ...)`: with the
-    same key the kernels of s = 1/3 (JaxGCRL) are those of s = 1 times sqrt(1/3); the encoders
-    do not change."""
+    same key the kernels of s = 1/3 (JaxGCRL, CRL's default) are those of s = 1 (lecun) times
+    sqrt(1/3); the encoders do not change."""
     from jaxrl.agents.common.contrastive import ContrastiveNets
 
     spec = _spec("PointMaze")
     key = jax.random.PRNGKey(0)
-    lecun = ContrastiveNets(_small("crl"), spec).init_params(key)
+    lecun = ContrastiveNets(_small("crl", actor_init_scale=1.0), spec).init_params(key)
     third = ContrastiveNets(_small("crl", actor_init_scale=1 / 3), spec).init_params(key)
     kernels = [(a, b) for a, b in zip(jax.tree.leaves(lecun["actor"]),
                                       jax.tree.leaves(third["actor"]), strict=True)
                if a.ndim == 2]
     assert len(kernels) == 4  # two hidden layers, mean and log-std heads
+    assert _small("crl").actor_init_scale == 1 / 3 and _small("cppo").actor_init_scale == 1.0
     for a, b in kernels:
         np.testing.assert_allclose(b, a * np.sqrt(1 / 3), rtol=1e-5, atol=1e-7)
     for name in ("sa_encoder", "g_encoder"):
