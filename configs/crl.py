@@ -28,14 +28,16 @@ for _env in ("AntGoal", "PusherGoal", "ReacherGoal"):
         train=_JAXGCRL_TRAIN, agent_overrides=_JAXGCRL,
         description=f"CRL on {_env} with JaxGCRL's train.sh settings (GPU scale)."))
 
+_CRL_MAZE = (("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("layer_norm", True),
+             ("batch_size", 256), ("utd_ratio", 1.0), ("learning_starts", 6_400),
+             ("learning_rate", 1e-3), ("critic_learning_rate", 1e-3), ("actor_init_scale", 1.0))
+"""The CPU maze presets' CRL settings (found on `DetourMaze`; lecun actor init, as measured)."""
+
 register(Preset(
     name="crl-pointmaze-cpu", agent="crl", env="PointMaze",
     train=TrainConfig(num_envs=64, unroll_length=10, total_env_steps=120_000, num_chunks=3,
                       num_eval_envs=256),
-    agent_overrides=(("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("layer_norm", True),
-                     ("batch_size", 256), ("utd_ratio", 1.0), ("buffer_size", 120_000),
-                     ("learning_starts", 6_400), ("learning_rate", 1e-3),
-                     ("critic_learning_rate", 1e-3), ("actor_init_scale", 1.0)),
+    agent_overrides=_CRL_MAZE + (("buffer_size", 120_000),),
     description="CRL on the pure-JAX point maze, 2 CPU cores (tests)."))
 
 register(Preset(
@@ -51,10 +53,7 @@ register(Preset(
     name="crl-detourmaze-cpu", agent="crl", env="DetourMaze",
     train=TrainConfig(num_envs=64, unroll_length=10, total_env_steps=6_000_000, num_chunks=10,
                       num_eval_envs=256),
-    agent_overrides=(("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("layer_norm", True),
-                     ("batch_size", 256), ("utd_ratio", 1.0), ("buffer_size", 1_000_000),
-                     ("learning_starts", 6_400), ("learning_rate", 1e-3),
-                     ("critic_learning_rate", 1e-3), ("actor_init_scale", 1.0)),
+    agent_overrides=_CRL_MAZE + (("buffer_size", 1_000_000),),
     description="CRL on the detour maze (goals behind walls), 2 CPU cores."))
 
 _CPPO_CPU = (("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("critic_batch_size", 256),
