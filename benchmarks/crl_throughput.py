@@ -1,5 +1,7 @@
 """CRL throughput and success: our `crl` agent vs JaxGCRL's CRL (Bortkiewicz et al., ICLR 2025;
-PyPI `jaxgcrl`) on the reacher goal task, with the same work per env step.
+PyPI `jaxgcrl`) on a goal task (the reacher by default; `--env PusherGoal --peer-env pusher_easy`
+for the pusher), with the same work per env step. `benchmarks/crl_vs_jaxgcrl.py` runs it over
+seeds and sides and draws the learning curves.
 
 Prints one table (rows: each side's raw env stepping and CRL training) with env steps, compile
 and training seconds, SPS (env steps/s) and the final evaluation's success metrics, plus
@@ -12,7 +14,8 @@ with success below 0.05 m; JaxGCRL's observation is 10 state dims + the 3-D targ
 envs keep one target per env slot for the whole run (JaxGCRL #53), ours draws a new goal at
 every reset (`--fixed-starts` gives ours JaxGCRL's: `TrainConfig.fixed_starts`). Evaluation
 envs are reset fresh on both sides. Batches: ours draws independent pairs by default;
-`--sampling windows` cuts JaxGCRL's whole-window batches (`CRLConfig.sampling`).
+`--sampling windows` cuts JaxGCRL's whole-window batches (`CRLConfig.sampling`). Our actor's
+init scale is `CRLConfig`'s default (1/3, JaxGCRL's) unless `--actor-init-scale` sets it.
 
 Work matched on both sides: num_envs N, unroll_length U, batch B, episode_length L, networks
 (`h_dim x n_hidden` = 256 x 2 swish for phi(s, a), psi(g) and the actor, repr 64), lr 3e-4
@@ -149,8 +152,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "goal per slot, as JaxGCRL trains under Brax's cached auto-reset)")
     p.add_argument("--sampling", default="pairs", choices=("pairs", "windows"),
                    help="ours: `pairs` (our default) or `windows` (JaxGCRL's batches)")
-    p.add_argument("--actor-init-scale", type=float, default=1.0,
-                   help="ours: actor kernel init scale (1.0 lecun uniform; JaxGCRL's 1/3)")
+    p.add_argument("--actor-init-scale", type=float, default=None,
+                   help="ours: actor kernel init scale (default: our crl config's, 1/3 as "
+                        "JaxGCRL's; 1.0 is plain lecun uniform)")
     p.add_argument("--skip", default="", help="comma list of parts to skip: raw,ours,peer")
     p.add_argument("--jaxgcrl-venv", default=DEFAULT_JAXGCRL_VENV)
     p.add_argument("--peer-timeout", type=int, default=3600, help="seconds for the peer worker")
@@ -397,10 +401,12 @@ def ours_configs(s: dict):
               "learning_starts": plan["prefill_env_steps"] + plan["env_steps_per_collect"],
               "buffer_size": s["max_replay_size"] * s["num_envs"],
               "sampling": s.get("sampling", "pairs"),
-              "actor_init_scale": s.get("actor_init_scale", 1.0)}
+              "actor_init_scale": s.get("actor_init_scale")}
     names = {f.name for f in dataclasses.fields(cfg_cls)}
     applied, missing, overrides = {}, [], {}
     for key, fields in OURS_FIELDS.items():
+        if values[key] is None:  # not set on the command line: our config's default stays
+            continue
         found = [f for f in fields if f in names]
         if found:
             applied[key] = found

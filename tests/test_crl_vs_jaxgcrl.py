@@ -1,0 +1,60 @@
+"""`benchmarks/crl_vs_jaxgcrl.py`: which side each result belongs to, replacing runs by task,
+side and seed, the seed-spread table and the PNG (no training)."""
+
+import os
+import sys
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+sys.path.insert(0, BENCH)
+
+import crl_vs_jaxgcrl as cvj  # noqa: E402
+
+
+def _result(seed, fixed, sampling, ours_final, peer_final=None):
+    settings = {"env": "ReacherGoal", "episode_length": 51, "seed": seed,
+                "fixed_starts": fixed, "sampling": sampling}
+
+    def part(final):
+        evals = [{"env_steps": 100, "eval/episode_success_any": 0.1,
+                  "eval/episode_success": 1.0},
+                 {"env_steps": 200, "eval/episode_success_any": final[0],
+                  "eval/episode_success": final[1]}]
+        return {"crl": {"env_steps": 200, "grad_steps": 50, "train_seconds": 10.0 + seed,
+                        "evals": evals, "agent_config": {"actor_init_scale": 1 / 3}}}
+
+    res = {"settings": settings, "ours": part(ours_final)}
+    if peer_final is not None:
+        res["peer"] = part(peer_final)
+    return res
+
+
+def test_entries_name_the_sides_and_keep_the_curves():
+    ours, peer = cvj.entries(_result(0, True, "windows", (0.9, 30.0), (0.8, 20.0)), "x.json")
+    assert (ours["task"], ours["side"], peer["side"]) == (
+        "reacher", "ours-jaxgcrl-setting", "jaxgcrl")
+    assert ours["curve"] == [(100, 0.1, 1.0), (200, 0.9, 30.0)]
+    assert (ours["success_any"], ours["near_goal"], peer["near_goal"]) == (0.9, 30.0, 20.0)
+    assert cvj.entries(_result(1, False, "pairs", (1.0, 40.0)), "y.json")[0]["side"] == "ours"
+    with pytest.raises(ValueError, match="partial"):
+        cvj.entries(_result(0, True, "pairs", (0.5, 5.0)), "z.json")
+
+
+def test_merge_replaces_a_seed_and_the_table_shows_mean_and_range():
+    res = {"runs": []}
+    for seed, final in ((0, (0.9, 30.0)), (1, (0.5, 10.0)), (2, (1.0, 38.0))):
+        res = cvj.merge(res, cvj.entries(_result(seed, False, "pairs", final), "a.json"))
+    res = cvj.merge(res, cvj.entries(_result(1, False, "pairs", (0.8, 32.0)), "b.json"))
+    assert [(r["seed"], r["success_any"]) for r in res["runs"]] == [(0, 0.9), (1, 0.8), (2, 1.0)]
+    row = cvj.table(res["runs"])[2]
+    assert row.startswith("| reacher | ours | 0, 1, 2 | 200 | 50 |")
+    assert "| 0.90 (0.80-1.00) | 33.3 (30.0-38.0) of 51 | 11 (10-12) |" in row
+
+
+def test_figure_draws_every_side(tmp_path):
+    res = cvj.merge({"runs": []}, cvj.entries(
+        _result(0, True, "windows", (0.9, 30.0), (0.8, 20.0)), "x.json"))
+    path = tmp_path / "r.png"
+    cvj.figure(res["runs"], "reacher", str(path))
+    assert path.stat().st_size > 10_000
