@@ -35,8 +35,9 @@ steps per vectorized env step, so the equal-work setting is `utd_ratio = G / U`.
     wandb (`run.py`'s `MetricsRecorder` is not used), no rendering (our `progress_fn` ignores
     `do_render`), no checkpoints (`checkpoint_logdir=None`). Three defects of jaxgcrl 0.2.8 are
     worked around without touching its code: (1) its `ActorEvaluator` reads the episode metrics
-    `success_easy` and `distance_from_origin`, which `Reacher` does not emit, so the worker wraps
-    the env in a Brax wrapper that adds them as zeros; (2) `train_fn` returns `params`, which is
+    `success_easy`, `distance_from_origin` and `dist`, which `Reacher` and `Pusher` do not all
+    emit, so the worker wraps the env in a Brax wrapper that adds them (`dist` from the pusher's
+    `reward_dist`, the others as zeros); (2) `train_fn` returns `params`, which is
     only bound when `checkpoint_logdir` is set, so its `UnboundLocalError` after the last
     evaluation is caught (the metrics come from `progress_fn`); (3) it asserts at the end that
     it ran at least `total_env_steps` although it rounds the epochs down, so the worker passes
@@ -244,22 +245,28 @@ def raw_peer(s: dict) -> dict:
 
 # ----- (b) the peer: JaxGCRL's CRL, inside the JaxGCRL venv ---------------------------------
 def with_eval_metrics(env):
-    """`env` plus zero `success_easy` / `distance_from_origin` metrics when it lacks them
-    (jaxgcrl 0.2.8's `ActorEvaluator` reads both; `Reacher` emits neither)."""
+    """`env` plus the episode metrics jaxgcrl 0.2.8's `ActorEvaluator` reads when the env lacks
+    them: `dist` as `-reward_dist` (the pusher's object-goal distance) and `success_easy` /
+    `distance_from_origin` as zeros (`Reacher` and `Pusher` emit neither)."""
     import jax.numpy as jnp
     from brax.envs.base import Wrapper
+
+    def fill(metrics, reward):
+        if "dist" not in metrics:
+            metrics["dist"] = -metrics["reward_dist"] if "reward_dist" in metrics else (
+                jnp.zeros_like(reward))
+        for k in ("success_easy", "distance_from_origin"):
+            metrics.setdefault(k, jnp.zeros_like(reward))
 
     class FillMetrics(Wrapper):
         def reset(self, rng):
             state = self.env.reset(rng)
-            for k in ("success_easy", "distance_from_origin"):
-                state.metrics.setdefault(k, jnp.zeros_like(state.reward))
+            fill(state.metrics, state.reward)
             return state
 
         def step(self, state, action):
             nstate = self.env.step(state, action)
-            for k in ("success_easy", "distance_from_origin"):
-                nstate.metrics.setdefault(k, jnp.zeros_like(nstate.reward))
+            fill(nstate.metrics, nstate.reward)
             return nstate
 
     return FillMetrics(env)

@@ -49,7 +49,7 @@ def test_merge_replaces_a_seed_and_the_table_shows_mean_and_range():
     assert [(r["seed"], r["success_any"]) for r in res["runs"]] == [(0, 0.9), (1, 0.8), (2, 1.0)]
     row = cvj.table(res["runs"])[2]
     assert row.startswith("| reacher | ours | 0, 1, 2 | 200 | 50 |")
-    assert "| 0.90 (0.80-1.00) | 33.3 (30.0-38.0) of 51 | 11 (10-12) |" in row
+    assert "| 0.900 (0.800-1.000) | 33.3 (30.0-38.0) of 51 | 11 (10-12) |" in row
 
 
 def test_figure_draws_every_side(tmp_path):
