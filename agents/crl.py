@@ -42,7 +42,7 @@ from flax import struct
 from jaxrl.agents.common.contrastive import CRITIC_KEYS, ContrastiveConfig, ContrastiveNets
 from jaxrl.agents.common.offpolicy import OffPolicyLoop, ReplayConfig
 from jaxrl.engine.contract import AgentBase
-from jaxrl.learning import losses, optim, replay
+from jaxrl.learning import contrastive, losses, optim, replay
 
 SAMPLINGS = ("pairs", "windows")
 HP_FIELDS = ("learning_rate", "critic_learning_rate", "alpha_learning_rate", "gamma")
@@ -75,6 +75,10 @@ class CRLConfig(ContrastiveConfig, ReplayConfig):
     """Temperature Adam step size (initial alpha 1, as JaxGCRL's `log_alpha = 0`)."""
     gamma: float = 0.99
     """Discount of the geometric future-goal relabeling."""
+    random_goals: float = 0.0
+    """Share of each actor batch whose goal is another transition's relabeled future state
+    instead of its own (`contrastive.mix_random_goals`; Eysenbach et al. 2022's
+    `random_goals`, 0.5 in their code). 0: only own future states, as JaxGCRL."""
     actor_init_scale: float = 1 / 3
     """Actor kernel init `variance_scaling(scale, fan_in, uniform)`: JaxGCRL's 1/3
     (`jaxgcrl/agents/crl/networks.py`); 1.0 is lecun uniform (measurements in
@@ -128,6 +132,8 @@ class CRL(AgentBase):
             raise ValueError(f"target_entropy_scale must be finite, got {c.target_entropy_scale}.")
         if c.horizon is not None and c.horizon < 1:
             raise ValueError(f"horizon must be >= 1 or None, got {c.horizon}.")
+        if not 0.0 <= c.random_goals <= 1.0:
+            raise ValueError(f"random_goals must be in [0, 1], got {c.random_goals}.")
         if c.sampling not in SAMPLINGS:
             raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}; got {c.sampling!r}.")
         if c.sampling == "windows" and self.horizon < 2:
@@ -186,7 +192,8 @@ class CRL(AgentBase):
             batch, key = inputs
             k_actor = jax.random.split(key)[1]
         s, goal = self.nets.split_obs(batch.obs)[0], self.nets.goal_of(batch.future_obs)
-        state, actor_metrics = self._actor_step(state, s, goal, k_actor)
+        actor_goal = contrastive.mix_random_goals(goal, self.config.random_goals)
+        state, actor_metrics = self._actor_step(state, s, actor_goal, k_actor)
         params, opt_critic, metrics = self.nets.critic_step(
             state.params, state.opt_state["critic"], s, batch.action, goal,
             state.hp["critic_learning_rate"])

@@ -12,6 +12,9 @@ gradient steps per collected env step) with `--skip raw` and one side:
 
 - `ours`: our `crl` as a user runs it (a fresh goal at every reset, pairs sampled from the whole
   buffer; `CRLConfig` defaults otherwise, actor init scale 1/3).
+- `ours-fixed-starts`: our `crl` unchanged in JaxGCRL's task setting (`--fixed-starts`: every
+  episode of an env slot restarts from the slot's first state, so each training env keeps one
+  goal, as JaxGCRL's under Brax's cached auto-reset); batches stay independent pairs.
 - `ours-jaxgcrl-setting`: ours with `--fixed-starts --sampling windows`: every episode of an env
   slot restarts from the slot's first state (JaxGCRL's training envs keep one goal per slot
   under Brax's cached auto-reset) and batches are JaxGCRL's relabeled whole windows.
@@ -50,9 +53,11 @@ TASKS = {"reacher": {"env": "ReacherGoal", "flags": []},
                               "--episode-length", "101", "--unroll-length", "16",
                               "--total-env-steps", "600000", "--min-replay-size", "240"]}}
 SIDES = {"ours": ["--skip", "raw,peer"],
+         "ours-fixed-starts": ["--skip", "raw,peer", "--fixed-starts"],
          "ours-jaxgcrl-setting": ["--skip", "raw,peer", "--fixed-starts", "--sampling", "windows"],
          "jaxgcrl": ["--skip", "raw,ours"]}
 LABELS = {"ours": "ours (fresh goal per episode, pair batches)",
+          "ours-fixed-starts": "ours in JaxGCRL's setting (goal kept per env, pair batches)",
           "ours-jaxgcrl-setting": "ours in JaxGCRL's setting (goal kept per env, window batches)",
           "jaxgcrl": "JaxGCRL (jaxgcrl 0.2.8)"}
 
@@ -61,15 +66,17 @@ def side_of(settings: dict, part: str) -> str:
     """Which side a `crl_throughput.py` result part (`ours` or `peer`) belongs to.
 
     Raises:
-        ValueError: ours with only one of JaxGCRL's two training-setting options.
+        ValueError: ours with window batches but fresh goals (an attribution run).
     """
     if part == "peer":
         return "jaxgcrl"
     fixed, windows = bool(settings.get("fixed_starts")), settings.get("sampling") == "windows"
-    if fixed != windows:
-        raise ValueError("a partial JaxGCRL setting (fixed starts xor windows) is an attribution "
-                         "run, not a side of this comparison.")
-    return "ours-jaxgcrl-setting" if fixed else "ours"
+    if windows and not fixed:
+        raise ValueError("window batches with a fresh goal per episode are an attribution run, "
+                         "not a side of this comparison.")
+    if fixed:
+        return "ours-jaxgcrl-setting" if windows else "ours-fixed-starts"
+    return "ours"
 
 
 def task_of(settings: dict) -> str:

@@ -37,8 +37,10 @@ def test_entries_name_the_sides_and_keep_the_curves():
     assert ours["curve"] == [(100, 0.1, 1.0), (200, 0.9, 30.0)]
     assert (ours["success_any"], ours["near_goal"], peer["near_goal"]) == (0.9, 30.0, 20.0)
     assert cvj.entries(_result(1, False, "pairs", (1.0, 40.0)), "y.json")[0]["side"] == "ours"
-    with pytest.raises(ValueError, match="partial"):
-        cvj.entries(_result(0, True, "pairs", (0.5, 5.0)), "z.json")
+    assert cvj.entries(_result(0, True, "pairs", (0.5, 5.0)), "z.json")[0]["side"] == (
+        "ours-fixed-starts")
+    with pytest.raises(ValueError, match="attribution run"):
+        cvj.entries(_result(0, False, "windows", (0.5, 5.0)), "w.json")
 
 
 def test_merge_replaces_a_seed_and_the_table_shows_mean_and_range():

@@ -155,3 +155,28 @@ def rollout_future_index(key: jax.Array, traj_id: jax.Array, gamma) -> jax.Array
     # shifted[t, k, n] = valid[t, t + k, n]; rolled-in rows (t + k >= T) have j < t: invalid.
     k = future_offsets(key, jnp.moveaxis(shifted, 1, -1), gamma)  # [T, N]
     return rows[:, None] + k
+
+
+def mix_random_goals(goal: jax.Array, fraction: float) -> jax.Array:
+    """Actor goals of a batch: the first `round(fraction * B)` rows take the goal of the row
+    before them (`jnp.roll(goal, 1)`, another transition's relabeled future state), the rest
+    keep their own.
+
+    Eysenbach et al. (NeurIPS 2022), `google-research/contrastive_rl` `learning.py::actor_loss`
+    (`random_goals` in {0, 0.5, 1}, default 0.5): the actor then also learns to reach goals
+    that its own trajectory did not reach, such as the far side of a wall, instead of only the
+    states it already visits. There 0.5 concatenates the B rolled rows to the B own rows (a
+    doubled actor batch); here the batch keeps B rows. Batch rows are i.i.d. (independent pairs,
+    or a permuted window batch), so the first rows are a uniform subset.
+
+    Args:
+        goal: float32 `[B, goal_dim]` relabeled goals of the batch.
+        fraction: share of rows that get another row's goal, in [0, 1] (a Python float).
+
+    Returns:
+        float32 `[B, goal_dim]`; `goal` itself when no row is mixed.
+    """
+    k = int(round(fraction * goal.shape[0]))
+    if k == 0:
+        return goal
+    return jnp.concatenate([jnp.roll(goal, 1, axis=0)[:k], goal[k:]], axis=0)

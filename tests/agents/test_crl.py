@@ -137,6 +137,16 @@ def test_crl_window_sampling_trains():
     assert last["train/critic_loss"] != pairs["train/critic_loss"]
 
 
+def test_crl_random_goals_train_the_actor_on_other_goals():
+    """`random_goals=1`: every actor goal is another pair's, so the run (same seed, same
+    batches) trains another actor than the default's."""
+    result = runner.train("crl", "PointMaze", TRAIN, _small("crl", random_goals=1.0),
+                          run_dir=None, progress=False)
+    last, own = result.records[-1], _trained("crl").records[-1]
+    assert np.isfinite(last["train/actor_loss"]) and np.isfinite(last["train/critic_loss"])
+    assert last["train/actor_loss"] != own["train/actor_loss"]
+
+
 @pytest.mark.parametrize("name,kw,match", [
     ("crl", {"energy": "manhattan"}, "energy must be one of"),
     ("crl", {"contrastive_loss": "dpo"}, "contrastive_loss must be one of"),
@@ -144,6 +154,7 @@ def test_crl_window_sampling_trains():
     ("crl", {"utd_ratio": 0.1}, "gradient steps per update"),
     ("crl", {"gamma": float("nan")}, "gamma = nan"),
     ("crl", {"sampling": "window"}, "sampling must be one of"),
+    ("crl", {"random_goals": 1.5}, "random_goals must be in"),
     ("crl", {"actor_init_scale": 0.0}, "actor_init_scale must be finite and > 0"),
     ("crl", {"sampling": "windows", "horizon": 20}, "learning_starts must be at least"),
     ("cppo", {"num_minibatches": 3}, "not divisible by num_minibatches"),

@@ -168,3 +168,13 @@ def test_sample_windows_one_window_per_env_relabeled_inside_it():
     last = offset[j == 3]  # offsets 1..2: 2 : 1
     np.testing.assert_allclose(np.bincount(last, minlength=3)[1:] / last.size, [2 / 3, 1 / 3],
                                atol=0.02)
+
+
+def test_mix_random_goals_rolls_the_first_rows():
+    goal = jnp.arange(8.0).reshape(4, 2)  # rows g0..g3
+    np.testing.assert_array_equal(C.mix_random_goals(goal, 0.5),
+                                  [[6.0, 7.0], [0.0, 1.0], [4.0, 5.0], [6.0, 7.0]])
+    np.testing.assert_array_equal(C.mix_random_goals(goal, 1.0),
+                                  [[6.0, 7.0], [0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])
+    assert C.mix_random_goals(goal, 0.0) is goal
+    assert C.mix_random_goals(goal, 0.1) is goal  # round(0.4) = 0 rows
