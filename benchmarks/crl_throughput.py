@@ -15,7 +15,8 @@ envs keep one target per env slot for the whole run (JaxGCRL #53), ours draws a 
 every reset (`--fixed-starts` gives ours JaxGCRL's: `TrainConfig.fixed_starts`). Evaluation
 envs are reset fresh on both sides. Batches: ours draws independent pairs by default;
 `--sampling windows` cuts JaxGCRL's whole-window batches (`CRLConfig.sampling`). Our actor's
-init scale is `CRLConfig`'s default (1/3, JaxGCRL's) unless `--actor-init-scale` sets it.
+init scale is `CRLConfig`'s default (1/3, JaxGCRL's) unless `--actor-init-scale` sets it;
+`--random-goals` sets `CRLConfig.random_goals` (default 0: the actor sees only its own goals).
 
 Work matched on both sides: num_envs N, unroll_length U, batch B, episode_length L, networks
 (`h_dim x n_hidden` = 256 x 2 swish for phi(s, a), psi(g) and the actor, repr 64), lr 3e-4
@@ -32,16 +33,8 @@ steps per vectorized env step, so the equal-work setting is `utd_ratio = G / U`.
 (b) peer: `jaxgcrl.agents.CRL(...).train_fn(config=RunConfig(...), train_env, eval_env,
     progress_fn)` in `.venv-jaxgcrl` (jax 0.4.25, brax 0.12.1; `--setup-jaxgcrl-venv`, recipe in
     /work/shared/peers.md), through a worker subprocess as in the other benchmark scripts. No
-    wandb (`run.py`'s `MetricsRecorder` is not used), no rendering (our `progress_fn` ignores
-    `do_render`), no checkpoints (`checkpoint_logdir=None`). Three defects of jaxgcrl 0.2.8 are
-    worked around without touching its code: (1) its `ActorEvaluator` reads the episode metrics
-    `success_easy`, `distance_from_origin` and `dist`, which `Reacher` and `Pusher` do not all
-    emit, so the worker wraps the env in a Brax wrapper that adds them (`dist` from the pusher's
-    `reward_dist`, the others as zeros); (2) `train_fn` returns `params`, which is
-    only bound when `checkpoint_logdir` is set, so its `UnboundLocalError` after the last
-    evaluation is caught (the metrics come from `progress_fn`); (3) it asserts at the end that
-    it ran at least `total_env_steps` although it rounds the epochs down, so the worker passes
-    the budget rounded down to whole epochs (`aligned_total_env_steps`, same epoch count).
+    wandb, rendering or checkpoints; three jaxgcrl 0.2.8 defects are worked around
+    (`_jaxgcrl_peer.py`, which also holds the step accounting `peer_plan`).
     Prefill: `ceil(min_replay_size / U)` collects with the untrained actor, no updates; then
     `num_evals` epochs of `(total - min_replay_size N) // (num_evals U N)` training steps, each
     followed by an evaluation (deterministic actor, `num_eval_envs` envs, one L-step episode each).
@@ -70,21 +63,21 @@ is ~13x less gradient work per env step and runs in a few minutes, mostly compil
     nice -n 5 .venv/bin/python benchmarks/crl_throughput.py     # writes crl_throughput.json
     nice -n 5 .venv/bin/python benchmarks/crl_throughput.py --peer-json OLD.json   # ours only
 
-This file imports nothing from jaxrl at module level, so the peer worker runs without jaxrl.
+This file and `_jaxgcrl_peer.py` import nothing from jaxrl at module level, so the peer
+worker runs without jaxrl.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import platform
 import subprocess
 import sys
 import time
 
 import _common as common
+from _jaxgcrl_peer import PEER_PACKAGES, peer_plan, peer_worker
 
 NAME = "crl_throughput"
 DEFAULT_JAXGCRL_VENV = os.path.join(common.REPO, ".venv-jaxgcrl")
@@ -94,7 +87,6 @@ JAXGCRL_PINS = ("jax==0.4.25", "jaxlib==0.4.25", "brax==0.12.1", "mujoco==3.2.7"
                 "wandb-osh", "matplotlib")
 """First install into the JaxGCRL venv; then `pip install --no-deps jaxgcrl` (its own pins ask
 for a CUDA jaxlib build that PyPI does not serve; newer brax lacks `brax.v1`)."""
-PEER_PACKAGES = ("jaxgcrl",)
 
 # Our config field names tried for each shared setting (every present name is set).
 OURS_FIELDS = {
@@ -112,6 +104,7 @@ OURS_FIELDS = {
     "buffer_size": ("buffer_size",),
     "sampling": ("sampling",),
     "actor_init_scale": ("actor_init_scale",),
+    "random_goals": ("random_goals",),
 }
 
 
@@ -156,6 +149,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--actor-init-scale", type=float, default=None,
                    help="ours: actor kernel init scale (default: our crl config's, 1/3 as "
                         "JaxGCRL's; 1.0 is plain lecun uniform)")
+    p.add_argument("--random-goals", type=float, default=None,
+                   help="ours: share of actor goals taken from other pairs (default: our crl "
+                        "config's, 0 as JaxGCRL)")
     p.add_argument("--skip", default="", help="comma list of parts to skip: raw,ours,peer")
     p.add_argument("--jaxgcrl-venv", default=DEFAULT_JAXGCRL_VENV)
     p.add_argument("--peer-timeout", type=int, default=3600, help="seconds for the peer worker")
@@ -192,159 +188,7 @@ def settings_from_args(args: argparse.Namespace) -> dict:
             "logsumexp_penalty": 0.1, "energy": "norm", "contrastive_loss": "fwd_infonce",
             "raw_steps": args.raw_steps, "raw_repeats": args.raw_repeats, "seed": args.seed,
             "fixed_starts": args.fixed_starts, "sampling": args.sampling,
-            "actor_init_scale": args.actor_init_scale}
-
-
-def peer_plan(s: dict) -> dict:
-    """The peer's step accounting for settings `s` (from JaxGCRL's documented loop), and the
-    equal-work `utd_ratio` for ours.
-
-    Raises:
-        ValueError: settings JaxGCRL rejects (or would sample garbage with).
-    """
-    n, u, length, b = s["num_envs"], s["unroll_length"], s["episode_length"], s["batch_size"]
-    if n * (length - 1) % b:
-        raise ValueError(f"num_envs * (episode_length - 1) = {n * (length - 1)} is not "
-                         f"divisible by batch_size {b} (JaxGCRL asserts it).")
-    if s["min_replay_size"] <= length:
-        raise ValueError("--min-replay-size (rows) must exceed --episode-length: JaxGCRL samples "
-                         "windows of episode_length rows from the prefilled buffer.")
-    if s["max_replay_size"] < s["min_replay_size"] + u:
-        raise ValueError("--max-replay-size is too small for the prefill.")
-    per_collect = n * u
-    prefill_collects = math.ceil(s["min_replay_size"] / u)
-    steps_per_epoch = (s["total_env_steps"] - s["min_replay_size"] * n) // (
-        s["num_evals"] * per_collect)
-    if steps_per_epoch <= 0:
-        raise ValueError("--total-env-steps too small for the prefill and --num-evals epochs.")
-    grad_per_collect = n * (length - 1) // b
-    collects = prefill_collects + s["num_evals"] * steps_per_epoch
-    aligned = s["min_replay_size"] * n + s["num_evals"] * steps_per_epoch * per_collect
-    return {"env_steps_per_collect": per_collect, "prefill_collects": prefill_collects,
-            "aligned_total_env_steps": aligned,
-            "prefill_env_steps": prefill_collects * per_collect,
-            "training_steps_per_epoch": steps_per_epoch, "env_steps": collects * per_collect,
-            "grad_steps_per_collect": grad_per_collect,
-            "grad_steps": s["num_evals"] * steps_per_epoch * grad_per_collect,
-            "utd_ratio": grad_per_collect / u}
-
-
-# ----- (a) raw stepping of the peer env (inside the JaxGCRL venv) --------------------------
-def raw_peer(s: dict) -> dict:
-    """Raw stepping of JaxGCRL's env (no wrappers), as `common.raw_ours` does for ours."""
-    import jax
-    from jaxgcrl.utils.env import create_env
-
-    env = create_env(s["peer_env"], backend=s["peer_backend"])
-    keys = jax.random.split(jax.random.PRNGKey(s["seed"]), s["num_envs"])
-    state = jax.jit(jax.vmap(env.reset))(keys)
-    out = common.time_random_rollout(env.step, state, env.action_size, s["num_envs"],
-                                     s["raw_steps"], s["raw_repeats"], s["seed"])
-    return dict(out, backend=getattr(env, "backend", None), dt=float(env.dt))
-
-
-# ----- (b) the peer: JaxGCRL's CRL, inside the JaxGCRL venv ---------------------------------
-def with_eval_metrics(env):
-    """`env` plus the episode metrics jaxgcrl 0.2.8's `ActorEvaluator` reads when the env lacks
-    them: `dist` as `-reward_dist` (the pusher's object-goal distance) and `success_easy` /
-    `distance_from_origin` as zeros (`Reacher` and `Pusher` emit neither)."""
-    import jax.numpy as jnp
-    from brax.envs.base import Wrapper
-
-    def fill(metrics, reward):
-        if "dist" not in metrics:
-            metrics["dist"] = -metrics["reward_dist"] if "reward_dist" in metrics else (
-                jnp.zeros_like(reward))
-        for k in ("success_easy", "distance_from_origin"):
-            metrics.setdefault(k, jnp.zeros_like(reward))
-
-    class FillMetrics(Wrapper):
-        def reset(self, rng):
-            state = self.env.reset(rng)
-            fill(state.metrics, state.reward)
-            return state
-
-        def step(self, state, action):
-            nstate = self.env.step(state, action)
-            fill(nstate.metrics, nstate.reward)
-            return nstate
-
-    return FillMetrics(env)
-
-
-def peer_crl(s: dict) -> dict:
-    """Part (b): trains JaxGCRL's CRL; times, SPS and the success metrics of every evaluation."""
-    from jaxgcrl.agents import CRL
-    from jaxgcrl.utils.config import RunConfig
-    from jaxgcrl.utils.env import create_env
-
-    plan = peer_plan(s)
-    clock = common.CompileClock().install()
-    env = with_eval_metrics(create_env(s["peer_env"], backend=s["peer_backend"]))
-    agent = CRL(policy_lr=s["lr"], critic_lr=s["lr"], alpha_lr=s["lr"],
-                batch_size=s["batch_size"], discounting=s["discounting"],
-                logsumexp_penalty_coeff=s["logsumexp_penalty"],
-                max_replay_size=s["max_replay_size"], min_replay_size=s["min_replay_size"],
-                unroll_length=s["unroll_length"], h_dim=s["h_dim"], n_hidden=s["n_hidden"],
-                repr_dim=s["repr_dim"], contrastive_loss_fn=s["contrastive_loss"],
-                energy_fn=s["energy"])
-    run = RunConfig(env=s["peer_env"], total_env_steps=plan["aligned_total_env_steps"],
-                    episode_length=s["episode_length"], num_envs=s["num_envs"],
-                    num_eval_envs=s["num_eval_envs"], action_repeat=1,
-                    num_evals=s["num_evals"], seed=s["seed"], backend=s["peer_backend"],
-                    log_wandb=False, visualization_interval=10**9, checkpoint_logdir=None)
-    evals = []
-
-    def progress(step, metrics, *args, **kwargs):
-        del args, kwargs
-        evals.append({"time": time.perf_counter(), "env_steps": int(step),
-                      **{k: float(v) for k, v in metrics.items()
-                         if k.startswith(("eval/", "training/"))}})
-
-    t0 = time.perf_counter()
-    try:
-        agent.train_fn(config=run, train_env=env, eval_env=env, progress_fn=progress)
-    except UnboundLocalError as e:  # `params` is bound only with checkpoint_logdir
-        if "params" not in str(e) or len(evals) != s["num_evals"]:
-            raise
-    t1 = time.perf_counter()
-    total = t1 - t0
-    compile_s = clock.wall_seconds_between(t0, t1)
-    eval_s = sum(e["eval/epoch_eval_time"] for e in evals)
-    eval_compile = sum(clock.wall_seconds_between(e["time"] - e["eval/epoch_eval_time"],
-                                                  e["time"]) for e in evals)
-    train_s = total - compile_s - (eval_s - eval_compile)
-    epoch_s = [e["training/walltime"] - (evals[i - 1]["training/walltime"] if i else 0.0)
-               for i, e in enumerate(evals)]
-    per_epoch = plan["training_steps_per_epoch"] * plan["env_steps_per_collect"]
-    steady = epoch_s[1:] or epoch_s
-    final = evals[-1]
-    return {"env_steps": final["env_steps"], "env_steps_planned": plan["env_steps"],
-            "total_seconds": total, "compile_seconds": compile_s, "train_seconds": train_s,
-            "eval_seconds": eval_s, "eval_compile_seconds": eval_compile,
-            "sps": final["env_steps"] / train_s,
-            "steady_sps": per_epoch * len(steady) / sum(steady),
-            "epoch_seconds": epoch_s, "prefill_and_setup_seconds":
-                evals[0]["time"] - t0 - epoch_s[0] - evals[0]["eval/epoch_eval_time"],
-            "grad_steps": plan["grad_steps"],
-            "success_any": final["eval/episode_success_any"],
-            "episode_success": final["eval/episode_success"],
-            "episode_dist": final.get("eval/episode_dist"),
-            "evals": [{k: v for k, v in e.items() if k != "time"} for e in evals],
-            "backend": getattr(env, "backend", None), "dt": float(env.dt),
-            "agent_config": {k: v for k, v in vars(agent).items()},
-            "loadavg_at_end": common.machine_info()["loadavg_1_5_15"]}
-
-
-def peer_worker(settings_json: str) -> None:
-    """Entry point inside the JaxGCRL venv: prints `RESULT_TAG + json` on one line."""
-    os.environ.setdefault("WANDB_MODE", "disabled")
-    s = json.loads(settings_json)
-    out = {"versions": common.versions(PEER_PACKAGES), "python": platform.python_version()}
-    if not s.get("skip_raw"):
-        out["raw"] = raw_peer(s)
-    out["crl"] = peer_crl(s)
-    common.print_worker_result(out)
+            "actor_init_scale": args.actor_init_scale, "random_goals": args.random_goals}
 
 
 def run_peer_subprocess(s: dict, venv: str, timeout: int, skip_raw: bool) -> dict:
@@ -366,7 +210,7 @@ def load_peer(path: str, s: dict) -> dict:
     """The peer part of an earlier `--json`, after checking that its settings equal `s`."""
     with open(path) as f:
         old = json.load(f)
-    ours_only = ("fixed_starts", "sampling", "actor_init_scale")
+    ours_only = ("fixed_starts", "sampling", "actor_init_scale", "random_goals")
     keys = [k for k in s if k not in ("env", "raw_steps", "raw_repeats") + ours_only]
     diff = {k: (old["settings"].get(k), s[k]) for k in keys if old["settings"].get(k) != s[k]}
     if diff:
@@ -408,7 +252,8 @@ def ours_configs(s: dict):
               "learning_starts": plan["prefill_env_steps"] + plan["env_steps_per_collect"],
               "buffer_size": s["max_replay_size"] * s["num_envs"],
               "sampling": s.get("sampling", "pairs"),
-              "actor_init_scale": s.get("actor_init_scale")}
+              "actor_init_scale": s.get("actor_init_scale"),
+              "random_goals": s.get("random_goals")}
     names = {f.name for f in dataclasses.fields(cfg_cls)}
     applied, missing, overrides = {}, [], {}
     for key, fields in OURS_FIELDS.items():

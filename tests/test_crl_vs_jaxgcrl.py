@@ -60,3 +60,21 @@ def test_figure_draws_every_side(tmp_path):
     path = tmp_path / "r.png"
     cvj.figure(res["runs"], "reacher", str(path))
     assert path.stat().st_size > 10_000
+
+
+def test_peer_plan_matches_the_documented_budgets():
+    """JaxGCRL's step accounting (`_jaxgcrl_peer.peer_plan`) for the two tasks: 25 batches of
+    128 x 50 relabeled rows per 512-env-step collect on the reacher (utd 6.25), 50 per 2,048 on
+    the pusher; totals as in benchmarks/RESULTS.md."""
+    import crl_throughput as ct
+
+    reacher = ct.peer_plan(ct.settings_from_args(ct.parse_args([])))
+    assert (reacher["env_steps"], reacher["grad_steps"], reacher["utd_ratio"]) == (
+        299_520, 14_000, 6.25)
+    pusher = ct.peer_plan(ct.settings_from_args(ct.parse_args(
+        cvj.TASKS["pusher"]["flags"])))
+    assert (pusher["env_steps"], pusher["grad_steps"], pusher["prefill_env_steps"]) == (
+        593_920, 13_750, 30_720)
+    settings = dict(ct.settings_from_args(ct.parse_args([])), episode_length=50)
+    with pytest.raises(ValueError, match="not divisible by batch_size"):
+        ct.peer_plan(settings)
