@@ -18,7 +18,10 @@ in the state; once it holds `learning_starts` transitions it takes `G = utd_rati
 gradient steps. Each step samples B transitions uniformly and, for each, a future state of the
 same episode `k >= 1` steps ahead with `P(k) ∝ gamma^(k-1)` (`replay.sample_future`); the goal
 is that state's `goal_indices` entries. Per step, as JaxGCRL: actor and temperature first (on
-the relabeled goals), then the critic; no target networks and no TD.
+the relabeled goals), then the critic; no target networks and no TD. With `random_goals > 0`
+that share of the actor's goals are other pairs' relabeled goals (Eysenbach et al.'s code,
+`google-research/contrastive_rl` `learning.py`), so the actor also learns goals its own
+trajectory did not reach.
 
 Departure from JaxGCRL (default `sampling="pairs"`): it samples one window of
 `episode_length` rows per env, relabels every row and scans over all

@@ -105,6 +105,13 @@ def table(runs: list[dict]) -> list[str]:
     return lines
 
 
+def _order(run: dict) -> tuple:
+    """Table order: as in `RUNS`, then by seed."""
+    keys = [(preset, env or configs.get(preset).env) for _, preset, env, _ in RUNS]
+    key = (run["preset"], run["env"])
+    return (keys.index(key) if key in keys else len(keys), run["seed"])
+
+
 def _task(env: str) -> str:
     return env.removesuffix("Dense")
 
@@ -158,7 +165,8 @@ def main(argv=None) -> None:
         t0 = time.time()
         run = run_one(label, preset, env, steps_of, args.seed, args.runs)
         run["total_s"] = round(time.time() - t0, 1)
-        res["runs"] = [r for r in res["runs"] if r["run_dir"] != run["run_dir"]] + [run]
+        res["runs"] = sorted([r for r in res["runs"] if r["run_dir"] != run["run_dir"]] + [run],
+                             key=_order)
         _common.write_json(out, res)
     report(res, out)
 

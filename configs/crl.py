@@ -7,7 +7,8 @@ env, prefill 1,000 rows, and its actor init (`actor_init_scale` 1/3). JaxGCRL ta
 `unroll_length * num_envs` steps; with 512 envs, episode length 1000 and batch 256 that is 1998
 steps per 62 vectorized steps, i.e. `utd_ratio = 1998 / 62`. CPU presets are sized to learn
 on 2 cores (budgets in `benchmarks/RESULTS.md`); the maze and CPPO ones share the settings found
-on `DetourMaze` (critic learning rate 1e-3; RESULTS, "Contrastive agents on DetourMaze").
+on `DetourMaze` (critic learning rate 1e-3, CRL's `random_goals` 0.5; RESULTS, "Contrastive
+agents on DetourMaze" and "Actor goals from other trajectories").
 """
 
 from jaxrl.configs.base import Preset, register
@@ -30,8 +31,10 @@ for _env in ("AntGoal", "PusherGoal", "ReacherGoal"):
 
 _CRL_MAZE = (("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("layer_norm", True),
              ("batch_size", 256), ("utd_ratio", 1.0), ("learning_starts", 6_400),
-             ("learning_rate", 1e-3), ("critic_learning_rate", 1e-3), ("actor_init_scale", 1.0))
-"""The CPU maze presets' CRL settings (found on `DetourMaze`; lecun actor init, as measured)."""
+             ("learning_rate", 1e-3), ("critic_learning_rate", 1e-3), ("actor_init_scale", 1.0),
+             ("random_goals", 0.5))
+"""The CPU maze presets' CRL settings (found on `DetourMaze`; lecun actor init, as measured;
+half of each actor batch on other pairs' goals, Eysenbach et al.'s `random_goals`)."""
 
 register(Preset(
     name="crl-pointmaze-cpu", agent="crl", env="PointMaze",
@@ -51,7 +54,7 @@ register(Preset(
 
 register(Preset(
     name="crl-detourmaze-cpu", agent="crl", env="DetourMaze",
-    train=TrainConfig(num_envs=64, unroll_length=10, total_env_steps=6_000_000, num_chunks=10,
+    train=TrainConfig(num_envs=64, unroll_length=10, total_env_steps=2_400_000, num_chunks=8,
                       num_eval_envs=256),
     agent_overrides=_CRL_MAZE + (("buffer_size", 1_000_000),),
     description="CRL on the detour maze (goals behind walls), 2 CPU cores."))
