@@ -31,8 +31,8 @@ steps per vectorized env step, so the equal-work setting is `utd_ratio = G / U`.
     `generalized` by default for reacher, `--peer-backend` overrides); ours:
     `jaxrl.envs.make("ReacherGoal")`.
 (b) peer: `jaxgcrl.agents.CRL(...).train_fn(config=RunConfig(...), train_env, eval_env,
-    progress_fn)` in `.venv-jaxgcrl` (jax 0.4.25, brax 0.12.1; `--setup-jaxgcrl-venv`, recipe in
-    /work/shared/peers.md), through a worker subprocess as in the other benchmark scripts. No
+    progress_fn)` in `.venv-jaxgcrl` (jax 0.4.25, brax 0.12.1; `--setup-jaxgcrl-venv` installs
+    `JAXGCRL_PINS`), through a worker subprocess as in the other benchmark scripts. No
     wandb, rendering or checkpoints; three jaxgcrl 0.2.8 defects are worked around
     (`_jaxgcrl_peer.py`, which also holds the step accounting `peer_plan`).
     Prefill: `ceil(min_replay_size / U)` collects with the untrained actor, no updates; then

@@ -15,9 +15,8 @@ gradient steps per collected env step) with `--skip raw` and one side:
 - `ours-fixed-starts`: our `crl` unchanged in JaxGCRL's task setting (`--fixed-starts`: every
   episode of an env slot restarts from the slot's first state, so each training env keeps one
   goal, as JaxGCRL's under Brax's cached auto-reset); batches stay independent pairs.
-- `ours-jaxgcrl-setting`: ours with `--fixed-starts --sampling windows`: every episode of an env
-  slot restarts from the slot's first state (JaxGCRL's training envs keep one goal per slot
-  under Brax's cached auto-reset) and batches are JaxGCRL's relabeled whole windows.
+- `ours-jaxgcrl-setting`: ours with `--fixed-starts --sampling windows`: the task setting of
+  `ours-fixed-starts`, and batches are JaxGCRL's relabeled whole windows.
 - `jaxgcrl`: JaxGCRL's CRL (jaxgcrl 0.2.8 in `.venv-jaxgcrl`, `crl_throughput.py
   --setup-jaxgcrl-venv`).
 
