@@ -76,6 +76,11 @@ class CPPOConfig(ContrastiveConfig):
     """Discount of the geometric future-goal relabeling inside the rollout."""
     clipping_epsilon: float = 0.2
     """PPO ratio clip."""
+    desired_kl: float | None = None
+    """Adaptive policy step size (RSL-RL, `optim.adapt_to_kl`): after every PPO minibatch step
+    the step size is divided by 1.5 when the minibatch's approximate KL exceeds twice this
+    value and multiplied by 1.5 below half of it, within [1e-5, 1e-2]; it starts at
+    `learning_rate` and carries over between updates. None keeps `learning_rate`."""
     entropy_cost: float = 1e-2
     """Entropy bonus weight."""
     log_std_min: float = -2.0
@@ -89,6 +94,9 @@ class CPPOState:
     """`{"actor", "sa_encoder", "g_encoder", "log_temperature"}` flax variables."""
     opt_state: dict
     hp: dict
+    learning_rate: jax.Array
+    """The policy's current step size (float32): `hp["learning_rate"]`, or adapted with
+    `desired_kl`."""
     num_updates: jax.Array
     """Updates (rollouts) so far (int32)."""
 
@@ -124,6 +132,9 @@ class CPPO(AgentBase):
                      "num_action_samples"):
             if getattr(c, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(c, name)}.")
+        if c.desired_kl is not None and not (c.desired_kl > 0 and math.isfinite(c.desired_kl)):
+            raise ValueError(f"desired_kl must be positive and finite (or None for a fixed "
+                             f"step size), got {c.desired_kl}.")
         if c.max_grad_norm is not None and not (c.max_grad_norm > 0 and
                                                  math.isfinite(c.max_grad_norm)):
             raise ValueError(f"max_grad_norm must be positive and finite (or None to disable "
@@ -139,12 +150,20 @@ class CPPO(AgentBase):
 
     def init(self, key, hp) -> CPPOState:
         params = self.nets.init_params(key)
+        hp = {k: jnp.asarray(v, jnp.float32) for k, v in hp.items()}
         return CPPOState(
             params=params,
             opt_state={"actor": self._actor_opt.init(params["actor"]),
                        "critic": optim.make_optimizer().init({k: params[k] for k in CRITIC_KEYS})},
-            hp={k: jnp.asarray(v, jnp.float32) for k, v in hp.items()},
-            num_updates=jnp.zeros((), jnp.int32))
+            hp=hp, learning_rate=hp["learning_rate"], num_updates=jnp.zeros((), jnp.int32))
+
+    def with_hp(self, state: CPPOState, hp) -> CPPOState:
+        """`state` with new float hyperparameters; a new `learning_rate` scales an adapted
+        step size by new / old (`optim.rescale_rate`)."""
+        new = {**state.hp, **hp}
+        lr = optim.rescale_rate(state.learning_rate, state.hp["learning_rate"],
+                                new["learning_rate"])
+        return state.replace(hp=new, learning_rate=lr)
 
     @property
     def _actor_opt(self):
@@ -165,10 +184,11 @@ class CPPO(AgentBase):
         flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]),
                             {"obs": traj.obs, "u": traj.extras["raw_action"],
                              "logp": traj.extras["log_prob"], "adv": adv})
-        (actor, opt_actor), ppo_metrics = self._ppo_epochs(state, params["actor"], flat, k_ppo)
+        (actor, opt_actor, lr), ppo_metrics = self._ppo_epochs(state, params["actor"], flat,
+                                                                k_ppo)
         state = state.replace(params=dict(params, actor=actor),
                               opt_state={"actor": opt_actor, "critic": opt_critic},
-                              num_updates=state.num_updates + 1)
+                              learning_rate=lr, num_updates=state.num_updates + 1)
         metrics.update(ppo_metrics)
         metrics["train/advantage_std"] = adv.std()
         return state, metrics
@@ -232,11 +252,14 @@ class CPPO(AgentBase):
         grad_fn = jax.value_and_grad(self._policy_loss, has_aux=True)
 
         def sgd(carry, xs):
-            actor, opt_state = carry
+            actor, opt_state, lr = carry
             mb, k = xs
             (_, metrics), grads = grad_fn(actor, mb, k, state.hp)
-            actor, opt_state = optim.apply(opt, opt_state, actor, grads, state.hp["learning_rate"])
-            return (actor, opt_state), metrics
+            actor, opt_state = optim.apply(opt, opt_state, actor, grads, lr)
+            if c.desired_kl is not None:
+                lr = optim.adapt_to_kl(lr, metrics["train/approx_kl"], c.desired_kl)
+                metrics = dict(metrics, **{"train/learning_rate": lr})
+            return (actor, opt_state, lr), metrics
 
         def epoch(carry, k):
             k_perm, k_loss = jax.random.split(k)
@@ -245,7 +268,8 @@ class CPPO(AgentBase):
                                flat)
             return jax.lax.scan(sgd, carry, (mbs, jax.random.split(k_loss, c.num_minibatches)))
 
-        carry, metrics = jax.lax.scan(epoch, (actor, state.opt_state["actor"]),
+        carry, metrics = jax.lax.scan(epoch, (actor, state.opt_state["actor"],
+                                              state.learning_rate),
                                       jax.random.split(key, c.num_epochs))
         return carry, jax.tree.map(jnp.mean, metrics)
 

@@ -144,9 +144,8 @@ class OnPolicyLoop:
         """`state` with new float hyperparameters; a new `learning_rate` also scales the
         current step size (adapted with `desired_kl`, else the rate itself) by new / old."""
         new = {**state.hp, **hp}
-        old_lr, new_lr = state.hp["learning_rate"], new["learning_rate"]
-        scaled = state.learning_rate * (new_lr / jnp.where(old_lr > 0, old_lr, 1.0))
-        lr = jnp.where((state.learning_rate == old_lr) | (old_lr <= 0), new_lr, scaled)
+        lr = optim.rescale_rate(state.learning_rate, state.hp["learning_rate"],
+                                new["learning_rate"])
         return state.replace(hp=new, learning_rate=lr)
 
     def policy_in(self, obs):
@@ -204,10 +203,7 @@ class OnPolicyLoop:
 
     def _adapt_lr(self, lr, kl):
         target = self.config.desired_kl
-        if target is None:
-            return lr
-        lr = jnp.where(kl > 2.0 * target, lr / 1.5, jnp.where(kl < 0.5 * target, lr * 1.5, lr))
-        return jnp.clip(lr, 1e-5, 1e-2)
+        return lr if target is None else optim.adapt_to_kl(lr, kl, target)
 
     def advantages(self, values, next_values, mb: Transition, hp):
         """GAE advantages and value targets `[T, M]` (constants) of scaled rewards."""

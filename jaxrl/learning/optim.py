@@ -8,6 +8,7 @@ sweep over learning rates stays one compiled program.
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import optax
 
 
@@ -28,3 +29,21 @@ def apply(opt: optax.GradientTransformation, opt_state, params, grads, learning_
 def soft_update(target, online, tau):
     """Polyak averaging `target <- (1 - tau) target + tau online`."""
     return jax.tree.map(lambda t, o: (1.0 - tau) * t + tau * o, target, online)
+
+
+def adapt_to_kl(learning_rate, kl, desired_kl: float, low: float = 1e-5, high: float = 1e-2):
+    """RSL-RL's adaptive step size (`rsl_rl/algorithms/ppo.py`, `schedule="adaptive"`):
+    `lr / 1.5` when the measured KL exceeds `2 * desired_kl`, `lr * 1.5` when it is below
+    `desired_kl / 2`, else unchanged; clipped to `[low, high]`. Scalars (float32)."""
+    lr = jnp.where(kl > 2.0 * desired_kl, learning_rate / 1.5,
+                   jnp.where(kl < 0.5 * desired_kl, learning_rate * 1.5, learning_rate))
+    return jnp.clip(lr, low, high)
+
+
+def rescale_rate(current, old_rate, new_rate):
+    """The step size in use after the configured rate changes from `old_rate` to `new_rate`
+    (population-based training): `new_rate` if `current` was the rate itself (or the old rate
+    is not positive), else `current` scaled by `new_rate / old_rate` (an adapted or annealed
+    step size keeps its ratio to the rate)."""
+    scaled = current * (new_rate / jnp.where(old_rate > 0, old_rate, 1.0))
+    return jnp.where((current == old_rate) | (old_rate <= 0), new_rate, scaled)

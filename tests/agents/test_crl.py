@@ -221,3 +221,55 @@ def test_actor_init_scale_scales_every_actor_kernel():
     for name in ("sa_encoder", "g_encoder"):
         for a, b in zip(jax.tree.leaves(lecun[name]), jax.tree.leaves(third[name]), strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+def _adapted_rates(lr: float, factor: float, steps_per_update: int, updates: int):
+    """Per-update means of RSL-RL's step sizes when every step but an update's first moves by
+    `factor` (a Python loop: multiply, then clip to [1e-5, 1e-2], as `optim.adapt_to_kl`). An
+    update's first step sees the behaviour policy itself (KL 0, below any target): it grows."""
+    out = []
+    for _ in range(updates):
+        seen = []
+        for step in range(steps_per_update):
+            grow = 1.5 if step == 0 else factor
+            lr = float(np.clip(np.float32(lr) * np.float32(grow), 1e-5, 1e-2))
+            seen.append(lr)
+        out.append(np.mean(seen))
+    return out, lr
+
+
+@pytest.mark.parametrize("desired_kl,factor", [(1e3, 1.5), (1e-12, 1 / 1.5)])
+def test_cppo_desired_kl_adapts_the_step_size_across_updates(desired_kl, factor):
+    """A target far above (below) every minibatch KL multiplies (divides) the policy's step
+    size by 1.5 after each of the 2 x 4 PPO steps of an update, carried over updates and clipped
+    to [1e-5, 1e-2]: the logged means and the final step size follow a Python loop."""
+    result = runner.train("cppo", "PointMaze", TRAIN, _small("cppo", desired_kl=desired_kl),
+                          run_dir=None, progress=False)
+    updates = TRAIN.total_env_steps // (TRAIN.num_envs * TRAIN.unroll_length)  # 20, 10 a chunk
+    means, final = _adapted_rates(3e-4, factor, 8, updates)
+    for chunk, record in enumerate(result.records):
+        want = np.mean(means[10 * chunk: 10 * (chunk + 1)])
+        assert record["train/learning_rate"] == pytest.approx(want, rel=1e-5)
+    got = float(result.runner.agent_state.learning_rate[0])
+    assert got == pytest.approx(final, rel=1e-6)
+    assert got == pytest.approx(1e-2 if factor > 1 else 1e-5, rel=1e-6)
+    assert "train/learning_rate" not in _trained("cppo").records[-1]  # None: fixed, not logged
+
+
+def test_cppo_with_hp_scales_an_adapted_step_size():
+    """Population-based training's `with_hp`: the step size follows a new `learning_rate`,
+    and an adapted one keeps its ratio to the rate."""
+    agent = _trained("cppo").agent
+    state = agent.init(jax.random.key(0), agent.default_hp())
+    assert float(state.learning_rate) == pytest.approx(3e-4)
+    moved = agent.with_hp(state, {"learning_rate": jnp.float32(1e-4)})
+    assert float(moved.learning_rate) == pytest.approx(1e-4)
+    adapted = state.replace(learning_rate=state.learning_rate * 2)
+    scaled = agent.with_hp(adapted, {"learning_rate": jnp.float32(1.5e-4)})
+    assert float(scaled.learning_rate) == pytest.approx(3e-4)
+
+
+def test_cppo_bad_desired_kl_rejected():
+    with pytest.raises(ValueError, match="desired_kl must be positive"):
+        runner.train("cppo", "PointMaze", TRAIN, _small("cppo", desired_kl=0.0), run_dir=None,
+                     progress=False)
