@@ -48,6 +48,7 @@ from jaxrl.engine.contract import AgentBase
 from jaxrl.learning import contrastive, losses, optim, replay
 
 SAMPLINGS = ("pairs", "windows")
+LR_SCHEDULES = ("constant", "cosine")
 HP_FIELDS = ("learning_rate", "critic_learning_rate", "alpha_learning_rate", "gamma")
 HP_RANGES = {"learning_rate": (0.0, 1.0), "critic_learning_rate": (0.0, 1.0),
               "alpha_learning_rate": (0.0, 1.0), "gamma": (1e-6, 1.0)}
@@ -82,6 +83,11 @@ class CRLConfig(ContrastiveConfig, ReplayConfig):
     """Share of each actor batch whose goal is another transition's relabeled future state
     instead of its own (`contrastive.mix_random_goals`; Eysenbach et al. 2022's
     `random_goals`, 0.5 in their code). 0: only own future states, as JaxGCRL."""
+    lr_schedule: str = "constant"
+    """`constant`, or `cosine`: the actor's and the critic's step sizes decay over the run's
+    gradient steps to `lr_final_fraction` of their rates (`optim.cosine_decay`)."""
+    lr_final_fraction: float = 0.1
+    """Final step-size fraction of the cosine schedule."""
     actor_init_scale: float = 1 / 3
     """Actor kernel init `variance_scaling(scale, fan_in, uniform)`: JaxGCRL's 1/3
     (`jaxgcrl/agents/crl/networks.py`); 1.0 is lecun uniform (measurements in
@@ -137,6 +143,11 @@ class CRL(AgentBase):
             raise ValueError(f"horizon must be >= 1 or None, got {c.horizon}.")
         if not 0.0 <= c.random_goals <= 1.0:
             raise ValueError(f"random_goals must be in [0, 1], got {c.random_goals}.")
+        if c.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}; got "
+                             f"{c.lr_schedule!r}.")
+        if not 0.0 <= c.lr_final_fraction <= 1.0:
+            raise ValueError(f"lr_final_fraction must be in [0, 1], got {c.lr_final_fraction}.")
         if c.sampling not in SAMPLINGS:
             raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}; got {c.sampling!r}.")
         if c.sampling == "windows" and self.horizon < 2:
@@ -199,19 +210,30 @@ class CRL(AgentBase):
         state, actor_metrics = self._actor_step(state, s, actor_goal, k_actor)
         params, opt_critic, metrics = self.nets.critic_step(
             state.params, state.opt_state["critic"], s, batch.action, goal,
-            state.hp["critic_learning_rate"])
+            self.learning_rate(state, "critic_learning_rate"))
         state = state.replace(params=params, opt_state=dict(state.opt_state, critic=opt_critic),
                               num_updates=state.num_updates + 1)
         metrics.update(actor_metrics)
         metrics["train/goal_offset"] = batch.offset.mean().astype(jnp.float32)
         return state, metrics
 
+    def learning_rate(self, state: CRLState, name: str):
+        """The step size `hp[name]` now: constant, or its cosine decay over the run's gradient
+        steps (`lr_schedule`)."""
+        lr = state.hp[name]
+        if self.config.lr_schedule == "constant":
+            return lr
+        total = max(1, self.train.num_chunks * self.train.iterations_per_chunk *
+                    self.replay.updates_per_call)
+        frac = jnp.minimum(state.num_updates / total, 1.0)
+        return lr * optim.cosine_decay(frac, self.config.lr_final_fraction)
+
     def _actor_step(self, state: CRLState, s, goal, key):
         opt = optim.make_optimizer()
         (_, (metrics, logp)), grads = jax.value_and_grad(self._actor_loss, has_aux=True)(
             state.params["actor"], state, s, goal, key)
         actor, opt_actor = optim.apply(opt, state.opt_state["actor"], state.params["actor"],
-                                       grads, state.hp["learning_rate"])
+                                       grads, self.learning_rate(state, "learning_rate"))
         target = -self.config.target_entropy_scale * self.spec.action_size
         log_alpha, opt_alpha = losses.temperature_step(
             opt, state.opt_state["alpha"], state.log_alpha, logp, target,

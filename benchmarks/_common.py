@@ -10,7 +10,7 @@ Brax's trainers do not run on our jax (0.10 removed `jax.device_put_replicated`)
 side runs in a separate virtual environment, by default `.venv-brax` at the repository root
 (gitignored by `.venv-*/`), created by `setup_brax_venv` (`--setup-brax-venv` in the scripts):
 `python -m venv .venv-brax` then `pip install "jax==0.8.3" "jaxlib==0.8.3" brax playground`
-(see /work/shared/peers.md). `run_worker` is the same mechanism for any worker (the off-policy
+(a jax from before that removal). `run_worker` is the same mechanism for any worker (the off-policy
 benchmark also runs each of our agents in its own process, with a timeout); `setup_venv` creates
 any peer's venv (`crl_throughput.py` uses it for `.venv-jaxgcrl`).
 """

@@ -274,8 +274,7 @@ class SACCore:
         total = max(1, self.train.num_chunks * self.train.iterations_per_chunk *
                     self.replay.updates_per_call)
         frac = jnp.minimum(state.num_updates / total, 1.0)
-        final = self.config.lr_final_fraction
-        return lr * (final + (1.0 - final) * 0.5 * (1.0 + jnp.cos(jnp.pi * frac)))
+        return lr * optim.cosine_decay(frac, self.config.lr_final_fraction)
 
     def scaled_reward(self, state, reward):
         """`reward * reward_scaling`, divided by the return-based scale when enabled."""

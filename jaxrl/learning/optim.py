@@ -47,3 +47,11 @@ def rescale_rate(current, old_rate, new_rate):
     step size keeps its ratio to the rate)."""
     scaled = current * (new_rate / jnp.where(old_rate > 0, old_rate, 1.0))
     return jnp.where((current == old_rate) | (old_rate <= 0), new_rate, scaled)
+
+
+def cosine_decay(frac, final_fraction: float):
+    """The factor of a cosine step-size schedule (Loshchilov & Hutter 2017, SGDR, eq. 5 with
+    one cycle): 1 at `frac = 0`, `final_fraction` at `frac = 1`,
+    `final + (1 - final) * (1 + cos(pi * frac)) / 2` between. `frac` is the run's completed
+    fraction (clip it to [0, 1] first)."""
+    return final_fraction + (1.0 - final_fraction) * 0.5 * (1.0 + jnp.cos(jnp.pi * frac))

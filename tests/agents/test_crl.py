@@ -155,6 +155,8 @@ def test_crl_random_goals_train_the_actor_on_other_goals():
     ("crl", {"gamma": float("nan")}, "gamma = nan"),
     ("crl", {"sampling": "window"}, "sampling must be one of"),
     ("crl", {"random_goals": 1.5}, "random_goals must be in"),
+    ("crl", {"lr_schedule": "linear"}, "lr_schedule must be one of"),
+    ("crl", {"lr_final_fraction": 1.5}, "lr_final_fraction must be in"),
     ("crl", {"actor_init_scale": 0.0}, "actor_init_scale must be finite and > 0"),
     ("crl", {"sampling": "windows", "horizon": 20}, "learning_starts must be at least"),
     ("cppo", {"num_minibatches": 3}, "not divisible by num_minibatches"),
@@ -273,3 +275,22 @@ def test_cppo_bad_desired_kl_rejected():
     with pytest.raises(ValueError, match="desired_kl must be positive"):
         runner.train("cppo", "PointMaze", TRAIN, _small("cppo", desired_kl=0.0), run_dir=None,
                      progress=False)
+
+
+def test_crl_cosine_schedule_decays_both_step_sizes_over_the_run():
+    """`lr_schedule="cosine"`: 20 updates x 5 gradient steps = 100 in the run; the actor's
+    and critic's step sizes are their rates at step 0, 0.55 of them halfway, 0.1 at the end
+    and after it; `constant` keeps the rates."""
+    cfg = _small("crl", lr_schedule="cosine", learning_rate=2e-4, critic_learning_rate=1e-3)
+    agent = runner.build("crl", "PointMaze", TRAIN, cfg)[0]
+    state = agent.init(jax.random.key(0), agent.default_hp())
+    for steps, factor in ((0, 1.0), (50, 0.55), (100, 0.1), (250, 0.1)):
+        at = state.replace(num_updates=jnp.int32(steps))
+        assert float(agent.learning_rate(at, "learning_rate")) == pytest.approx(2e-4 * factor)
+        assert float(agent.learning_rate(at, "critic_learning_rate")) == \
+            pytest.approx(1e-3 * factor)
+    constant = _trained("crl").agent
+    at = constant.init(jax.random.key(0), constant.default_hp()).replace(num_updates=50)
+    assert float(constant.learning_rate(at, "learning_rate")) == pytest.approx(3e-4)
+    result = runner.train("crl", "PointMaze", TRAIN, cfg, run_dir=None, progress=False)
+    assert np.isfinite(result.records[-1]["train/actor_loss"])

@@ -36,3 +36,9 @@ def test_rescale_rate_hand_values():
     # An old rate of 0 cannot be scaled from: the new rate.
     assert float(optim.rescale_rate(jnp.float32(5e-4), jnp.float32(0.0), 1e-4)) == \
         pytest.approx(1e-4)
+
+
+# cos(pi / 4) = sqrt(1/2): a quarter of the way, 0.1 + 0.9 * (1 + 0.7071) / 2 = 0.8682.
+@pytest.mark.parametrize("frac,want", [(0.0, 1.0), (0.5, 0.55), (1.0, 0.1), (0.25, 0.868198)])
+def test_cosine_decay_hand_values(frac, want):
+    assert float(optim.cosine_decay(jnp.float32(frac), 0.1)) == pytest.approx(want, rel=1e-6)
