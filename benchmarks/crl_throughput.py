@@ -88,24 +88,12 @@ JAXGCRL_PINS = ("jax==0.4.25", "jaxlib==0.4.25", "brax==0.12.1", "mujoco==3.2.7"
 """First install into the JaxGCRL venv; then `pip install --no-deps jaxgcrl` (its own pins ask
 for a CUDA jaxlib build that PyPI does not serve; newer brax lacks `brax.v1`)."""
 
-# Our config field names tried for each shared setting (every present name is set).
-OURS_FIELDS = {
-    "batch_size": ("batch_size",),
-    "utd_ratio": ("utd_ratio",),
-    "lr": ("learning_rate", "actor_learning_rate", "critic_learning_rate",
-           "alpha_learning_rate", "policy_lr", "actor_lr", "critic_lr", "alpha_lr"),
-    "hidden": ("hidden", "actor_hidden", "critic_hidden", "encoder_hidden"),
-    "repr_dim": ("repr_dim",),
-    "gamma": ("gamma", "discounting", "discount"),
-    "logsumexp_penalty": ("logsumexp_penalty", "logsumexp_penalty_coeff", "lse_penalty"),
-    "energy": ("energy", "energy_fn"),
-    "contrastive_loss": ("contrastive_loss", "contrastive_loss_fn", "loss"),
-    "learning_starts": ("learning_starts",),
-    "buffer_size": ("buffer_size",),
-    "sampling": ("sampling",),
-    "actor_init_scale": ("actor_init_scale",),
-    "random_goals": ("random_goals",),
-}
+# Our `CRLConfig` fields set from each shared setting.
+OURS_FIELDS = {"lr": ("learning_rate", "critic_learning_rate", "alpha_learning_rate"),
+               "hidden": ("hidden", "actor_hidden"), "gamma": ("gamma",)}
+OURS_FIELDS.update({k: (k,) for k in (
+    "batch_size", "utd_ratio", "repr_dim", "logsumexp_penalty", "energy", "contrastive_loss",
+    "learning_starts", "buffer_size", "sampling", "actor_init_scale", "random_goals")})
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -221,27 +209,11 @@ def load_peer(path: str, s: dict) -> dict:
 
 
 # ----- (c) ours ----------------------------------------------------------------------------
-class NotReady(RuntimeError):
-    """Our `crl` agent or the env is not registered (yet)."""
-
-
 def ours_configs(s: dict):
-    """`(TrainConfig, agent config, {setting: [fields set]}, [settings with no field])`."""
-    import dataclasses
-
-    import jaxrl.agents  # noqa: F401  (importing it registers the agents)
-    from jaxrl import envs
-    from jaxrl.engine.contract import UnknownAgentError, lookup
+    """`(TrainConfig, our CRLConfig, {setting: [fields set]})`."""
+    from jaxrl.agents.crl import CRLConfig
     from jaxrl.engine.loop import TrainConfig
 
-    try:
-        cfg_cls = lookup("crl")[1]
-    except UnknownAgentError as e:
-        raise NotReady(f"our agent `crl` is not registered yet (agents/crl.py): {e}") from None
-    try:
-        envs.registry.check_env_name(s["env"])
-    except Exception as e:  # UnknownEnvError
-        raise NotReady(f"our env {s['env']!r} is not registered yet (envs/goal.py): {e}") from None
     plan = peer_plan(s)
     values = {"batch_size": s["batch_size"], "utd_ratio": plan["utd_ratio"], "lr": s["lr"],
               "hidden": (s["h_dim"],) * s["n_hidden"], "repr_dim": s["repr_dim"],
@@ -254,26 +226,15 @@ def ours_configs(s: dict):
               "sampling": s.get("sampling", "pairs"),
               "actor_init_scale": s.get("actor_init_scale"),
               "random_goals": s.get("random_goals")}
-    names = {f.name for f in dataclasses.fields(cfg_cls)}
-    applied, missing, overrides = {}, [], {}
-    for key, fields in OURS_FIELDS.items():
-        if values[key] is None:  # not set on the command line: our config's default stays
-            continue
-        found = [f for f in fields if f in names]
-        if found:
-            applied[key] = found
-            overrides.update({f: values[key] for f in found})
-        else:
-            missing.append(key)
-    if "utd_ratio" in missing or "batch_size" in missing:
-        raise NotReady(f"our crl config has no {' / '.join(missing)} field; cannot match work.")
-    agent_cfg = cfg_cls(**overrides)
+    # Settings not given on the command line (None) keep our config's default.
+    applied = {k: list(f) for k, f in OURS_FIELDS.items() if values[k] is not None}
+    agent_cfg = CRLConfig(**{f: values[k] for k, fields in applied.items() for f in fields})
     cfg = TrainConfig(num_envs=s["num_envs"], unroll_length=s["unroll_length"],
                       unrolls_per_update=1, total_env_steps=plan["env_steps"],
                       num_chunks=s["num_evals"], num_eval_envs=s["num_eval_envs"],
                       episode_length=s["episode_length"],
                       fixed_starts=bool(s.get("fixed_starts")))
-    return cfg, agent_cfg, applied, missing
+    return cfg, agent_cfg, applied
 
 
 def run_ours(s: dict) -> dict:
@@ -285,7 +246,7 @@ def run_ours(s: dict) -> dict:
     from jaxrl.engine.loop import RunConfig
     from jaxrl.run import runner
 
-    cfg, agent_cfg, applied, missing = ours_configs(s)
+    cfg, agent_cfg, applied = ours_configs(s)
     result = runner.train("crl", s["env"], cfg, agent_cfg, run_dir=None, progress=False,
                           run=RunConfig(seed=s["seed"]))
     recs, final = result.records, result.records[-1]
@@ -304,7 +265,7 @@ def run_ours(s: dict) -> dict:
             "episode_dist": final.get("eval/episode_dist"),
             "evals": [{k: v for k, v in r.items() if k.startswith(("eval/", "perf/"))
                        or k in ("env_steps", "wall_time")} for r in recs],
-            "fields_set": applied, "settings_without_field": missing,
+            "fields_set": applied,
             "agent_config": {k: (list(v) if isinstance(v, tuple) else v)
                              for k, v in dataclasses.asdict(agent_cfg).items()},
             "train_config": {k: v for k, v in dataclasses.asdict(cfg).items()},
@@ -316,14 +277,10 @@ def ours_worker(payload_json: str) -> None:
     payload = json.loads(payload_json)
     s = payload["settings"]
     out = {}
-    try:
-        with common.quiet(payload["quiet_log"]):
-            ours_configs(s)  # NotReady before anything runs
-            if not s.get("skip_raw"):
-                out["raw"] = common.raw_ours(dict(s, impl=None))
-            out["crl"] = run_ours(s)
-    except NotReady as e:
-        out["not_ready"] = str(e)
+    with common.quiet(payload["quiet_log"]):
+        if not s.get("skip_raw"):
+            out["raw"] = common.raw_ours(dict(s, impl=None))
+        out["crl"] = run_ours(s)
     common.print_worker_result(out)
 
 
@@ -366,9 +323,8 @@ def format_table(res: dict) -> str:
                         f"{o['compile_seconds']:.1f} | {o['train_seconds']:.1f} | "
                         f"{fmt(o['sps'])} | {_num(o['success_any'])} | "
                         f"{_num(o['episode_success'], 1)} |")
-        elif side.get("not_ready") or side.get("error"):
-            why = "not ready" if side.get("not_ready") else "failed"
-            rows.append(f"| {impl} CRL | {env} | {s['num_envs']} | {why} | - | - | - | - | - |")
+        elif side.get("error"):
+            rows.append(f"| {impl} CRL | {env} | {s['num_envs']} | failed | - | - | - | - | - |")
     return "\n".join(rows + [""] + details(res))
 
 
@@ -410,18 +366,14 @@ def details(res: dict) -> list[str]:
     if p.get("raw"):
         out.append(f"- JaxGCRL raw stepping: backend {p['raw']['backend']}, dt {p['raw']['dt']}")
     o = res.get("ours") or {}
-    if o.get("not_ready"):
-        out.append(f"- ours not run: {o['not_ready']}")
     if o.get("error"):
         out.append(f"- ours failed: {o['error'].splitlines()[0]}")
     if o.get("crl"):
         c = o["crl"]
         out.append(f"- ours: steady SPS (chunks 2+) {fmt(c['steady_sps'])}; gradient steps "
                    f"{fmt(c['grad_steps'])} (JaxGCRL: {fmt(plan['grad_steps'])}); config fields "
-                   f"set {sorted(f for v in c['fields_set'].values() for f in v)}; settings "
-                   f"with no field (our default kept): {c['settings_without_field']}; load "
-                   f"average at "
-                   f"end {c['loadavg_at_end']}")
+                   f"set {sorted(f for v in c['fields_set'].values() for f in v)}; load "
+                   f"average at end {c['loadavg_at_end']}")
     out += common.machine_lines(res)
     if p.get("versions"):
         out.append(f"- versions (JaxGCRL venv): {common.vers(p['versions'])}")
@@ -466,7 +418,7 @@ def main(argv=None) -> None:
         log = common.start_quiet_log(NAME, args.verbose)
         t = time.time()
         res["ours"] = o = run_ours_subprocess(s, args.ours_timeout, log, "raw" in skip)
-        msg = (o.get("error") or o.get("not_ready")
+        msg = (o.get("error")
                or f"{o['crl']['sps']:,.0f} SPS, success_any {_num(o['crl']['success_any'])}")
         print(f"ours ({time.time() - t:.0f} s): {msg}", flush=True)
     print(format_table(res))

@@ -30,9 +30,9 @@ runs in a separate virtual environment, by default `.venv-brax` at the repositor
 
 which runs `python -m venv .venv-brax` and
 `.venv-brax/bin/pip install "jax==0.8.3" "jaxlib==0.8.3" brax playground`
-(a jax that still has `jax.device_put_replicated`). The benchmark then re-invokes this file with that venv's Python
-and `--brax-worker`; the worker prints one JSON line. Example (about 6 minutes on 2 CPU
-cores shared with another job):
+(a jax that still has `jax.device_put_replicated`). The benchmark then re-invokes this file
+with that venv's Python and `--brax-worker`; the worker prints one JSON line. Example (about
+6 minutes on 2 CPU cores shared with another job):
 
     .venv/bin/python benchmarks/ppo_throughput.py --num-envs 256 --unroll-length 16 \\
         --batch-size 256 --num-minibatches 8 --num-epochs 4 --total-env-steps 300000
