@@ -7,8 +7,9 @@ env, prefill 1,000 rows, and its actor init (`actor_init_scale` 1/3). JaxGCRL ta
 `unroll_length * num_envs` steps; with 512 envs, episode length 1000 and batch 256 that is 1998
 steps per 62 vectorized steps, i.e. `utd_ratio = 1998 / 62`. CPU presets are sized to learn
 on 2 cores (budgets in `benchmarks/RESULTS.md`); the maze and CPPO ones share the settings found
-on `DetourMaze` (critic learning rate 1e-3, CRL's `random_goals` 0.5; RESULTS, "Contrastive
-agents on DetourMaze" and "Actor goals from other trajectories").
+on `DetourMaze` (critic learning rate 1e-3, CRL's `random_goals` 0.5, CPPO's baseline over 32
+policy actions on the maze; RESULTS, "Contrastive agents on DetourMaze", "Actor goals from
+other trajectories" and "CPPO's baseline").
 """
 
 from jaxrl.configs.base import Preset, register
@@ -75,7 +76,7 @@ register(Preset(
     train=TrainConfig(num_envs=64, unroll_length=100, total_env_steps=6_400_000, num_chunks=10,
                       num_eval_envs=256),
     agent_overrides=tuple((k, {"num_epochs": 2}.get(k, v)) for k, v in _CPPO_CPU)
-    + (("clipping_epsilon", 0.1),),
+    + (("clipping_epsilon", 0.1), ("num_action_samples", 32)),
     description="CPPO (our reconstruction) on the detour maze (goals behind walls), 2 CPU cores."))
 
 register(Preset(

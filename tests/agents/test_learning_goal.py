@@ -56,13 +56,14 @@ def test_point_maze_success_rate(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,steps,threshold", [("crl-detourmaze-cpu", 1_200_000, 0.7),
-                                                  ("cppo-detourmaze-cpu", 1_280_000, 0.35)])
+                                                  ("cppo-detourmaze-cpu", 1_280_000, 0.6)])
 def test_detour_maze_beats_straight_line(name, steps, threshold):
     """The first ~1.2M env steps of the DetourMaze presets (their settings, two chunks):
     every goal lies at least 5 cells away along the maze, where a straight-line policy that
     ignores walls reaches 0.176 and a random one 0.002 (tests/envs/test_goal_envs.py); twice
     the straight line takes detours. CRL's 0.7 needs its `random_goals`: without them the
-    same two chunks read 0.36 / 0.43 (benchmarks/RESULTS.md)."""
+    same two chunks read 0.36 / 0.43; CPPO's 0.6 needs its baseline over 32 policy actions:
+    with 8 they read 0.32 / 0.48 (benchmarks/RESULTS.md)."""
     rates, _ = _train(name, total_env_steps=steps, num_chunks=2)
     assert max(rates) >= threshold, rates
 
