@@ -15,6 +15,7 @@ refers to (`state_dim = obs_dim - len(goal_indices)`); the reward is never read.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -54,6 +55,10 @@ class ContrastiveConfig:
     """Lower bound of the actor's log-std."""
     log_std_max: float = 2.0
     """Upper bound of the actor's log-std."""
+    twin_q: bool = False
+    """Two critics (independent `phi`/`psi` encoder pairs, both trained on the same batches);
+    the agent reads the smaller of their `f(s, a, g)`, as Eysenbach et al.'s `twin_q`
+    (`google-research/contrastive_rl`, `networks.py` and `learning.py::actor_loss`)."""
     actor_init_scale: float = 1.0
     """Actor kernel init `variance_scaling(scale, fan_in, uniform)`: 1.0 is lecun uniform;
     JaxGCRL's actor uses 1/3 (`jaxgcrl/agents/crl/networks.py`), as its encoders do here."""
@@ -93,9 +98,13 @@ class ContrastiveNets:
         k_actor, k_sa, k_g = jax.random.split(key, 3)
         obs_dim, goal_dim = self.spec.obs_shape[0], len(self.spec.goal_indices)
         sa_dim = obs_dim - goal_dim + self.spec.action_size
+
+        def encoder(k, dim):  # one encoder, or (twin_q) two stacked on a leading axis
+            init = functools.partial(self.encoder_net.init, x=jnp.zeros((1, dim)))
+            return jax.vmap(init)(jax.random.split(k)) if self.config.twin_q else init(k)
+
         return {"actor": self.actor_net.init(k_actor, jnp.zeros((1, obs_dim))),
-                "sa_encoder": self.encoder_net.init(k_sa, jnp.zeros((1, sa_dim))),
-                "g_encoder": self.encoder_net.init(k_g, jnp.zeros((1, goal_dim))),
+                "sa_encoder": encoder(k_sa, sa_dim), "g_encoder": encoder(k_g, goal_dim),
                 "log_temperature": jnp.zeros(())}
 
     def policy(self, actor, obs) -> distributions.TanhGaussian:
@@ -113,20 +122,28 @@ class ContrastiveNets:
         return state_obs[..., jnp.asarray(self.spec.goal_indices)]
 
     def _reprs(self, critic, s, action, goal):
-        phi = self.encoder_net.apply(critic["sa_encoder"], jnp.concatenate([s, action], -1))
-        return phi, self.encoder_net.apply(critic["g_encoder"], goal)
+        """`(phi [..., D], psi [..., D])`, with a leading axis of 2 under `twin_q`."""
+        apply = self.encoder_net.apply
+        if self.config.twin_q:
+            apply = jax.vmap(apply, in_axes=(0, None))
+        phi = apply(critic["sa_encoder"], jnp.concatenate([s, action], -1))
+        return phi, apply(critic["g_encoder"], goal)
 
     def logits(self, critic, s, action, goal):
-        """`[B, B]` energies between `phi(s_i, a_i)` and `psi(g_j)`."""
+        """`[B, B]` energies between `phi(s_i, a_i)` and `psi(g_j)` (`[2, B, B]`, one per
+        critic, under `twin_q`)."""
         phi, psi = self._reprs(critic, s, action, goal)
-        return contrastive.energy(phi, psi, self.config.energy,
-                                  jnp.exp(critic["log_temperature"]))
+        energy = functools.partial(contrastive.energy, kind=self.config.energy,
+                                   temperature=jnp.exp(critic["log_temperature"]))
+        return jax.vmap(energy)(phi, psi) if self.config.twin_q else energy(phi, psi)
 
     def q_value(self, critic, s, action, goal):
-        """`f(s, a, g)` row-wise, float32 `[...]` (the critic's log-scale Q)."""
+        """`f(s, a, g)` row-wise, float32 `[...]` (the critic's log-scale Q; the smaller of
+        the two under `twin_q`)."""
         phi, psi = self._reprs(critic, s, action, goal)
-        return contrastive.pair_energy(phi, psi, self.config.energy,
-                                       jnp.exp(critic["log_temperature"]))
+        q = contrastive.pair_energy(phi, psi, self.config.energy,
+                                    jnp.exp(critic["log_temperature"]))
+        return q.min(axis=0) if self.config.twin_q else q
 
     @property
     def lse_weight(self) -> float:
@@ -141,8 +158,15 @@ class ContrastiveNets:
         `(s_i, a_i, g_i)` `[B, ...]` (negatives: the other goals of the batch)."""
         c = self.config
         logits = self.logits(critic, s, action, goal)
-        loss = (contrastive.contrastive_loss(logits, c.contrastive_loss)
-                + self.lse_weight * contrastive.logsumexp_penalty(logits))
+
+        def loss_of(lg):
+            return (contrastive.contrastive_loss(lg, c.contrastive_loss)
+                    + self.lse_weight * contrastive.logsumexp_penalty(lg))
+
+        if c.twin_q:  # both critics' losses, summed; metrics of the first
+            loss, logits = jax.vmap(loss_of)(logits).sum(), logits[0]
+        else:
+            loss = loss_of(logits)
         return loss, dict(contrastive.critic_metrics(logits), **{"train/critic_loss": loss})
 
     def critic_step(self, params, opt_state, s, action, goal, lr):

@@ -294,3 +294,28 @@ def test_crl_cosine_schedule_decays_both_step_sizes_over_the_run():
     assert float(constant.learning_rate(at, "learning_rate")) == pytest.approx(3e-4)
     result = runner.train("crl", "PointMaze", TRAIN, cfg, run_dir=None, progress=False)
     assert np.isfinite(result.records[-1]["train/actor_loss"])
+
+
+def test_twin_q_reads_the_smaller_critic_and_trains_both():
+    """`twin_q`: two encoder pairs stacked on a leading axis; `q_value` is the smaller of the
+    two critics' `f` (each computed alone, as a one-critic net with that pair's params), the
+    loss the sum of theirs; a CRL run with it trains finite."""
+    cfg = _small("crl", twin_q=True)
+    agent = runner.build("crl", "PointMaze", TRAIN, cfg)[0]
+    params = agent.nets.init_params(jax.random.key(1))
+    assert params["sa_encoder"]["params"]["Dense_0"]["kernel"].shape[0] == 2
+    single = dataclasses.replace(agent.nets, config=dataclasses.replace(cfg, twin_q=False))
+    heads = [{k: jax.tree.map(lambda x, i=i: x[i], params[k]) if k != "log_temperature"
+              else params[k] for k in CRITIC_KEYS} for i in (0, 1)]
+    k1, k2, k3 = jax.random.split(jax.random.key(2), 3)
+    s, a = jax.random.normal(k1, (6, 2)), jax.random.uniform(k2, (6, 2), minval=-1, maxval=1)
+    g = jax.random.normal(k3, (6, 2))
+    critic = {k: params[k] for k in CRITIC_KEYS}
+    each = np.stack([np.asarray(single.q_value(h, s, a, g)) for h in heads])
+    assert not np.allclose(each[0], each[1])  # two different critics
+    np.testing.assert_allclose(agent.nets.q_value(critic, s, a, g), each.min(0), rtol=1e-6)
+    loss = float(agent.nets.critic_loss(critic, s, a, g)[0])
+    assert loss == pytest.approx(sum(float(single.critic_loss(h, s, a, g)[0]) for h in heads),
+                                 rel=1e-6)
+    result = runner.train("crl", "PointMaze", TRAIN, cfg, run_dir=None, progress=False)
+    assert np.isfinite(result.records[-1]["train/critic_loss"])
