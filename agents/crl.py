@@ -220,13 +220,9 @@ class CRL(AgentBase):
     def learning_rate(self, state: CRLState, name: str):
         """The step size `hp[name]` now: constant, or its cosine decay over the run's gradient
         steps (`lr_schedule`)."""
-        lr = state.hp[name]
-        if self.config.lr_schedule == "constant":
-            return lr
-        total = max(1, self.train.num_chunks * self.train.iterations_per_chunk *
-                    self.replay.updates_per_call)
-        frac = jnp.minimum(state.num_updates / total, 1.0)
-        return lr * optim.cosine_decay(frac, self.config.lr_final_fraction)
+        c = self.config
+        return self.replay.scheduled_rate(state.hp[name], state.num_updates, c.lr_schedule,
+                                          c.lr_final_fraction)
 
     def _actor_step(self, state: CRLState, s, goal, key):
         opt = optim.make_optimizer()

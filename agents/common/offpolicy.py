@@ -103,6 +103,16 @@ class OffPolicyLoop:
                              extras={k: extras[k] for k in self.replay_extras})
         return replay.init(example, self.capacity_per_env, obs_dtype, extras=self.replay_extras)
 
+    def scheduled_rate(self, rate, num_updates, schedule: str, final_fraction: float):
+        """`rate` (`schedule="constant"`), or its cosine decay to `final_fraction` of it over
+        the run's gradient steps (`optim.cosine_decay`; `num_updates`: gradient steps so far)."""
+        if schedule == "constant":
+            return rate
+        total = max(1, self.train.num_chunks * self.train.iterations_per_chunk *
+                    self.updates_per_call)
+        frac = jnp.minimum(num_updates / total, 1.0)
+        return rate * optim.cosine_decay(frac, final_fraction)
+
     def learning(self, state: Any) -> jax.Array:
         """bool `[]`: the buffer holds `learning_starts` transitions (gradient steps run)."""
         return replay.num_transitions(state.buffer) >= self.config.learning_starts

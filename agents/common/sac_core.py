@@ -268,13 +268,8 @@ class SACCore:
 
     def learning_rate(self, state):
         """`hp["learning_rate"]`, or its cosine decay over the run's gradient steps."""
-        lr = state.hp["learning_rate"]
-        if self.config.lr_schedule == "constant":
-            return lr
-        total = max(1, self.train.num_chunks * self.train.iterations_per_chunk *
-                    self.replay.updates_per_call)
-        frac = jnp.minimum(state.num_updates / total, 1.0)
-        return lr * optim.cosine_decay(frac, self.config.lr_final_fraction)
+        return self.replay.scheduled_rate(state.hp["learning_rate"], state.num_updates,
+                                          self.config.lr_schedule, self.config.lr_final_fraction)
 
     def scaled_reward(self, state, reward):
         """`reward * reward_scaling`, divided by the return-based scale when enabled."""
