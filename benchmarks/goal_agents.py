@@ -34,6 +34,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import _common
@@ -116,17 +117,31 @@ def _task(env: str) -> str:
     return env.removesuffix("Dense")
 
 
+def _curve_dir(run: dict, folder: str) -> str:
+    """The run's dir, or (gone from this machine) `folder` holding a `metrics.jsonl` of the
+    curve recorded in the JSON (env steps, training seconds, success rate)."""
+    if os.path.exists(os.path.join(run["run_dir"], "metrics.jsonl")):
+        return run["run_dir"]
+    os.makedirs(folder)
+    with open(os.path.join(folder, "metrics.jsonl"), "w") as f:
+        for row in run["curve"]:
+            v = dict(zip(run["curve_columns"], row, strict=True))
+            f.write(json.dumps({"env_steps": v["env_steps"], "wall_time": v["wall_time_s"],
+                                METRIC: v["success_any"]}) + "\n")
+    return folder
+
+
 def report(res: dict, out: str) -> None:
-    """A PNG per task beside `out` and the table, from `res` and its run dirs."""
+    """A PNG per task beside `out` and the table, from `res` (and its run dirs, or the curves
+    recorded in `res` for runs whose dirs are gone)."""
     runs, stem = res["runs"], os.path.splitext(out)[0]
     res["png"] = []
     for task in dict.fromkeys(_task(r["env"]) for r in runs):
         mine = [r for r in runs if _task(r["env"]) == task]
-        if not all(os.path.exists(os.path.join(r["run_dir"], "metrics.jsonl")) for r in mine):
-            print(f"(run dirs of {task} are not on this machine: its PNG left as it is)")
-            continue
-        fig = plotting.make_figure([r["run_dir"] for r in mine], metric=METRIC, labels=[
-            f"{r['label']} ({r['preset']}) on {r['env']}" for r in mine])
+        with tempfile.TemporaryDirectory() as tmp:
+            dirs = [_curve_dir(r, os.path.join(tmp, str(i))) for i, r in enumerate(mine)]
+            fig = plotting.make_figure(dirs, metric=METRIC, labels=[
+                f"{r['label']} ({r['preset']}) on {r['env']}" for r in mine])
         fig.axes[0].set_ylim(0.0, 1.02)
         fig.suptitle(f"{task}: goal reached in deterministic evaluation episodes, "
                      f"{res['machine']['cpu_count']} CPU cores, runs one after the other")
