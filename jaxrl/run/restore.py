@@ -84,8 +84,8 @@ def train_on(resolved: dict, cfg: loop.TrainConfig, run: loop.RunConfig,
 
     The chunk size stays the saved one (`iterations_per_chunk`), so chunks already done stay
     valid: the new budget is rounded up to whole chunks, and `num_chunks` grows to hold it.
-    Schedules over the run's length (PPO's `anneal_lr`, the SAC family's cosine
-    `lr_schedule`) read the new length: they stretch over the new budget from the update the
+    Schedules over the run's length (PPO's `anneal_lr`, the cosine `lr_schedule` of the SAC
+    family and CRL) read the new length: they stretch over the new budget from the update the
     run reached, so an annealed learning rate that reached zero starts again at
     `lr * (1 - done / new total)`. `max_train_seconds` replaces the saved time budget (which
     counts the training time of the whole run, chunks before the resume included).
