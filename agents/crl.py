@@ -44,11 +44,11 @@ from flax import struct
 
 from jaxrl.agents.common.contrastive import CRITIC_KEYS, ContrastiveConfig, ContrastiveNets
 from jaxrl.agents.common.offpolicy import OffPolicyLoop, ReplayConfig
+from jaxrl.engine.checks import check_choice
 from jaxrl.engine.contract import AgentBase
 from jaxrl.learning import contrastive, losses, optim, replay
 
 SAMPLINGS = ("pairs", "windows")
-LR_SCHEDULES = ("constant", "cosine")
 HP_FIELDS = ("learning_rate", "critic_learning_rate", "alpha_learning_rate", "gamma")
 HP_RANGES = {"learning_rate": (0.0, 1.0), "critic_learning_rate": (0.0, 1.0),
               "alpha_learning_rate": (0.0, 1.0), "gamma": (1e-6, 1.0)}
@@ -143,9 +143,7 @@ class CRL(AgentBase):
             raise ValueError(f"horizon must be >= 1 or None, got {c.horizon}.")
         if not 0.0 <= c.random_goals <= 1.0:
             raise ValueError(f"random_goals must be in [0, 1], got {c.random_goals}.")
-        if c.lr_schedule not in LR_SCHEDULES:
-            raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}; got "
-                             f"{c.lr_schedule!r}.")
+        check_choice("lr_schedule", c.lr_schedule, OffPolicyLoop.LR_SCHEDULES)
         if not 0.0 <= c.lr_final_fraction <= 1.0:
             raise ValueError(f"lr_final_fraction must be in [0, 1], got {c.lr_final_fraction}.")
         if c.sampling not in SAMPLINGS:

@@ -103,6 +103,9 @@ class OffPolicyLoop:
                              extras={k: extras[k] for k in self.replay_extras})
         return replay.init(example, self.capacity_per_env, obs_dtype, extras=self.replay_extras)
 
+    LR_SCHEDULES = ("constant", "cosine")
+    """The step-size schedules `scheduled_rate` knows."""
+
     def scheduled_rate(self, rate, num_updates, schedule: str, final_fraction: float):
         """`rate` (`schedule="constant"`), or its cosine decay to `final_fraction` of it over
         the run's gradient steps (`optim.cosine_decay`; `num_updates`: gradient steps so far)."""

@@ -91,7 +91,7 @@ class SACCore:
         check_choice("q_agg", c.q_agg, ("min", "mean"))
         check_choice("target_entropy", c.target_entropy, TARGET_ENTROPY)
         check_choice("truncation", c.truncation, ("bootstrap", "brax"))
-        check_choice("lr_schedule", c.lr_schedule, ("constant", "cosine"))
+        check_choice("lr_schedule", c.lr_schedule, self.replay.LR_SCHEDULES)
         check_choice("obs_dtype", c.obs_dtype, ("float32", "bfloat16"))
         check_choice("activation", c.activation, tuple(ACTIVATIONS))
         check_positive(c, "num_q", "policy_delay", "n_step")
