@@ -17,6 +17,8 @@ gradient steps per collected env step) with `--skip raw` and one side:
   goal, as JaxGCRL's under Brax's cached auto-reset); batches stay independent pairs.
 - `ours-jaxgcrl-setting`: ours with `--fixed-starts --sampling windows`: the task setting of
   `ours-fixed-starts`, and batches are JaxGCRL's relabeled whole windows.
+- `ours-exact` (reacher only, `EXACT_ENVS`): `ours-jaxgcrl-setting` on `ReacherGoalJaxGCRL`,
+  JaxGCRL's observation (tip xyz and velocity instead of joint velocities) and 3-D goal.
 - `jaxgcrl`: JaxGCRL's CRL (jaxgcrl 0.2.8 in `.venv-jaxgcrl`, `crl_throughput.py
   --setup-jaxgcrl-venv`).
 
@@ -54,10 +56,14 @@ TASKS = {"reacher": {"env": "ReacherGoal", "flags": []},
 SIDES = {"ours": ["--skip", "raw,peer"],
          "ours-fixed-starts": ["--skip", "raw,peer", "--fixed-starts"],
          "ours-jaxgcrl-setting": ["--skip", "raw,peer", "--fixed-starts", "--sampling", "windows"],
+         "ours-exact": ["--skip", "raw,peer", "--fixed-starts", "--sampling", "windows"],
          "jaxgcrl": ["--skip", "raw,ours"]}
+EXACT_ENVS = {"reacher": "ReacherGoalJaxGCRL"}
+"""Task -> our env with JaxGCRL's observation and goal (the `ours-exact` side)."""
 LABELS = {"ours": "ours (fresh goal per episode, pair batches)",
           "ours-fixed-starts": "ours in JaxGCRL's setting (goal kept per env, pair batches)",
           "ours-jaxgcrl-setting": "ours in JaxGCRL's setting (goal kept per env, window batches)",
+          "ours-exact": "ours in JaxGCRL's setting with its observation and 3-D goal",
           "jaxgcrl": "JaxGCRL (jaxgcrl 0.2.8)"}
 
 
@@ -70,6 +76,11 @@ def side_of(settings: dict, part: str) -> str:
     if part == "peer":
         return "jaxgcrl"
     fixed, windows = bool(settings.get("fixed_starts")), settings.get("sampling") == "windows"
+    if settings["env"] in EXACT_ENVS.values():
+        if not (fixed and windows):
+            raise ValueError("JaxGCRL's observation is a side only with fixed starts and window "
+                             "batches (ours-exact).")
+        return "ours-exact"
     if windows and not fixed:
         raise ValueError("window batches with a fresh goal per episode are an attribution run, "
                          "not a side of this comparison.")
@@ -80,7 +91,7 @@ def side_of(settings: dict, part: str) -> str:
 
 def task_of(settings: dict) -> str:
     for task, spec in TASKS.items():
-        if settings["env"] == spec["env"]:
+        if settings["env"] in (spec["env"], EXACT_ENVS.get(task)):
             return task
     raise ValueError(f"no task for env {settings['env']!r}")
 
@@ -115,8 +126,9 @@ def merge(res: dict, new: list[dict]) -> dict:
 def run_one(task: str, side: str, seed: int, folder: str) -> list[dict]:
     """Runs `crl_throughput.py` for one task, side and seed; its entries."""
     path = os.path.join(folder, f"{task}_{side}_s{seed}.json")
-    cmd = [sys.executable, SCRIPT, *TASKS[task]["flags"], *SIDES[side], "--seed", str(seed),
-           "--json", path]
+    env = ["--env", EXACT_ENVS[task]] if side == "ours-exact" else []
+    cmd = [sys.executable, SCRIPT, *TASKS[task]["flags"], *SIDES[side], *env, "--seed",
+           str(seed), "--json", path]
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
     with open(path) as f:
@@ -204,6 +216,9 @@ def main(argv=None) -> None:
                    help="folder for each run's crl_throughput.py JSON")
     p.add_argument("--out", default=os.path.join(HERE, "crl_vs_jaxgcrl.json"))
     args = p.parse_args(argv)
+    if args.side == "ours-exact" and args.task not in EXACT_ENVS and not args.replot:
+        p.error(f"--side ours-exact: no env with JaxGCRL's observation for --task {args.task} "
+                f"(have: {', '.join(EXACT_ENVS)})")
     res = {"runs": []}
     if os.path.exists(args.out):
         with open(args.out) as f:

@@ -12,8 +12,8 @@ sys.path.insert(0, BENCH)
 import crl_vs_jaxgcrl as cvj  # noqa: E402
 
 
-def _result(seed, fixed, sampling, ours_final, peer_final=None):
-    settings = {"env": "ReacherGoal", "episode_length": 51, "seed": seed,
+def _result(seed, fixed, sampling, ours_final, peer_final=None, env="ReacherGoal"):
+    settings = {"env": env, "episode_length": 51, "seed": seed,
                 "fixed_starts": fixed, "sampling": sampling}
 
     def part(final):
@@ -41,6 +41,28 @@ def test_entries_name_the_sides_and_keep_the_curves():
         "ours-fixed-starts")
     with pytest.raises(ValueError, match="attribution run"):
         cvj.entries(_result(0, False, "windows", (0.5, 5.0)), "w.json")
+    exact = cvj.entries(_result(0, True, "windows", (0.9, 30.0), env="ReacherGoalJaxGCRL"), "e")
+    assert (exact[0]["task"], exact[0]["side"]) == ("reacher", "ours-exact")
+    with pytest.raises(ValueError, match="ours-exact"):
+        cvj.entries(_result(0, True, "pairs", (0.5, 5.0), env="ReacherGoalJaxGCRL"), "e.json")
+
+
+def test_exact_side_runs_the_jaxgcrl_observation_env_and_only_for_the_reacher(monkeypatch):
+    calls = []
+
+    def fake_run(cmd, check):
+        calls.append(cmd)
+        raise SystemExit(0)  # stop before reading a JSON
+
+    monkeypatch.setattr(cvj.subprocess, "run", fake_run)
+    with pytest.raises(SystemExit):
+        cvj.run_one("reacher", "ours-exact", 3, "/tmp")
+    cmd = calls[0]
+    assert cmd[cmd.index("--env") + 1] == "ReacherGoalJaxGCRL" and "--fixed-starts" in cmd
+    assert cmd[cmd.index("--sampling") + 1] == "windows" and cmd[cmd.index("--seed") + 1] == "3"
+    with pytest.raises(SystemExit) as err:
+        cvj.main(["--task", "pusher", "--side", "ours-exact"])
+    assert err.value.code == 2
 
 
 def test_merge_replaces_a_seed_and_the_table_shows_mean_and_range():

@@ -48,7 +48,8 @@ def unrolled(request):
 
 def test_registry_lists_goal_envs():
     assert list_envs()["goal"] == ("PointMaze", "DetourMaze", "ReacherGoal", "AntGoal",
-                                   "PusherGoal", "DetourMazeDense", "ReacherGoalDense")
+                                   "PusherGoal", "DetourMazeDense", "ReacherGoalDense",
+                                   "ReacherGoalJaxGCRL")
     env = make("PointMaze", episode_length=30, step_size=0.5)
     assert env.episode_length == 30 and env.step_size == 0.5
 
@@ -337,3 +338,35 @@ def test_dense_variants_reward_minus_distance_with_the_same_success():
     _, reward, metrics = reacher._terms(ps, jnp.array([0.1, -0.05]))
     assert float(metrics["dist"]) > 0.0
     np.testing.assert_allclose(float(reward), -float(metrics["dist"]), rtol=1e-6)
+
+
+def test_reacher_jaxgcrl_layout_is_jaxgcrls_observation_of_the_same_state():
+    """`ReacherGoalJaxGCRL`: JaxGCRL's `reacher` observation (`jaxgcrl/envs/reacher.py`
+    `_get_obs`) of the same simulation as `ReacherGoal`: cos/sin of the joints, tip xyz, the
+    tip velocity `v1 + w1 x (0.11, 0, 0)`, and the target's xyz as a 3-D goal at the tip's
+    height, so distances and success equal `ReacherGoal`'s."""
+    ours, theirs = make("ReacherGoal"), make("ReacherGoalJaxGCRL")
+    assert theirs.name == "ReacherGoalJaxGCRL" and ours.name == "ReacherGoal"
+    spec = make_spec(theirs)
+    assert spec.goal_indices == (4, 5, 6) and spec.obs_shape == (13,) and spec.state_dim == 10
+    actions = jax.random.uniform(jax.random.PRNGKey(1), (6, 2), minval=-1.0, maxval=1.0)
+    states = []
+    for env in (ours, theirs):
+        step = jax.jit(env.step)
+        s = [jax.jit(env.reset)(jax.random.PRNGKey(5))]
+        for a in actions:
+            s.append(step(s[-1], a))
+        states.append(jax.device_get(s))
+    for a, b in zip(*states, strict=True):
+        np.testing.assert_array_equal(a.obs[:4], b.obs[:4])  # cos q, sin q
+        np.testing.assert_allclose(b.obs[4:6], a.obs[6:8], atol=1e-7)  # tip xy
+        np.testing.assert_allclose(b.obs[10:12], a.obs[8:10], atol=1e-7)  # target xy
+        np.testing.assert_allclose(b.obs[6], b.obs[12], atol=1e-6)  # tip and target height
+        vel, ang = np.asarray(b.data.xd.vel[1]), np.asarray(b.data.xd.ang[1])
+        np.testing.assert_allclose(b.obs[7:10], vel + np.cross(ang, [0.11, 0.0, 0.0]),
+                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(b.metrics["dist"], a.metrics["dist"], rtol=1e-5)
+        assert b.metrics["success"] == a.metrics["success"]
+    assert np.abs(states[1][-1].obs[7:9]).max() > 0.01  # the arm moves
+    with pytest.raises(ValueError, match="obs_layout"):
+        goal.ReacherGoal(obs_layout="xyz")
