@@ -17,8 +17,9 @@ gradient steps per collected env step) with `--skip raw` and one side:
   goal, as JaxGCRL's under Brax's cached auto-reset); batches stay independent pairs.
 - `ours-jaxgcrl-setting`: ours with `--fixed-starts --sampling windows`: the task setting of
   `ours-fixed-starts`, and batches are JaxGCRL's relabeled whole windows.
-- `ours-exact` (reacher only, `EXACT_ENVS`): `ours-jaxgcrl-setting` on `ReacherGoalJaxGCRL`,
-  JaxGCRL's observation (tip xyz and velocity instead of joint velocities) and 3-D goal.
+- `ours-exact`: `ours-jaxgcrl-setting` on JaxGCRL's exact task (`EXACT_ENVS`):
+  `ReacherGoalJaxGCRL`, JaxGCRL's observation (tip xyz and velocity instead of joint
+  velocities) and 3-D goal; `PusherGoalJaxGCRL`, JaxGCRL's reset rule for close starts.
 - `jaxgcrl`: JaxGCRL's CRL (jaxgcrl 0.2.8 in `.venv-jaxgcrl`, `crl_throughput.py
   --setup-jaxgcrl-venv`).
 
@@ -50,7 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "crl_throughput.py")
 TASKS = {"reacher": {"env": "ReacherGoal", "flags": []},
          "pusher": {"env": "PusherGoal",
-                    "flags": ["--env", "PusherGoal", "--peer-env", "pusher_easy",
+                    "flags": ["--peer-env", "pusher_easy",
                               "--episode-length", "101", "--unroll-length", "16",
                               "--total-env-steps", "600000", "--min-replay-size", "240"]}}
 SIDES = {"ours": ["--skip", "raw,peer"],
@@ -58,12 +59,12 @@ SIDES = {"ours": ["--skip", "raw,peer"],
          "ours-jaxgcrl-setting": ["--skip", "raw,peer", "--fixed-starts", "--sampling", "windows"],
          "ours-exact": ["--skip", "raw,peer", "--fixed-starts", "--sampling", "windows"],
          "jaxgcrl": ["--skip", "raw,ours"]}
-EXACT_ENVS = {"reacher": "ReacherGoalJaxGCRL"}
-"""Task -> our env with JaxGCRL's observation and goal (the `ours-exact` side)."""
+EXACT_ENVS = {"reacher": "ReacherGoalJaxGCRL", "pusher": "PusherGoalJaxGCRL"}
+"""Task -> our env as JaxGCRL builds the task (the `ours-exact` side)."""
 LABELS = {"ours": "ours (fresh goal per episode, pair batches)",
           "ours-fixed-starts": "ours in JaxGCRL's setting (goal kept per env, pair batches)",
           "ours-jaxgcrl-setting": "ours in JaxGCRL's setting (goal kept per env, window batches)",
-          "ours-exact": "ours in JaxGCRL's setting with its observation and 3-D goal",
+          "ours-exact": "ours in JaxGCRL's setting and exact task",
           "jaxgcrl": "JaxGCRL (jaxgcrl 0.2.8)"}
 
 
@@ -78,7 +79,7 @@ def side_of(settings: dict, part: str) -> str:
     fixed, windows = bool(settings.get("fixed_starts")), settings.get("sampling") == "windows"
     if settings["env"] in EXACT_ENVS.values():
         if not (fixed and windows):
-            raise ValueError("JaxGCRL's observation is a side only with fixed starts and window "
+            raise ValueError("JaxGCRL's exact task is a side only with fixed starts and window "
                              "batches (ours-exact).")
         return "ours-exact"
     if windows and not fixed:
@@ -126,8 +127,8 @@ def merge(res: dict, new: list[dict]) -> dict:
 def run_one(task: str, side: str, seed: int, folder: str) -> list[dict]:
     """Runs `crl_throughput.py` for one task, side and seed; its entries."""
     path = os.path.join(folder, f"{task}_{side}_s{seed}.json")
-    env = ["--env", EXACT_ENVS[task]] if side == "ours-exact" else []
-    cmd = [sys.executable, SCRIPT, *TASKS[task]["flags"], *SIDES[side], *env, "--seed",
+    env = EXACT_ENVS[task] if side == "ours-exact" else TASKS[task]["env"]
+    cmd = [sys.executable, SCRIPT, "--env", env, *TASKS[task]["flags"], *SIDES[side], "--seed",
            str(seed), "--json", path]
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
@@ -216,9 +217,6 @@ def main(argv=None) -> None:
                    help="folder for each run's crl_throughput.py JSON")
     p.add_argument("--out", default=os.path.join(HERE, "crl_vs_jaxgcrl.json"))
     args = p.parse_args(argv)
-    if args.side == "ours-exact" and args.task not in EXACT_ENVS and not args.replot:
-        p.error(f"--side ours-exact: no env with JaxGCRL's observation for --task {args.task} "
-                f"(have: {', '.join(EXACT_ENVS)})")
     res = {"runs": []}
     if os.path.exists(args.out):
         with open(args.out) as f:

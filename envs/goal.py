@@ -225,6 +225,11 @@ class PusherGoal(BraxEnv):
     (y in [-0.3, 0), x in [-0.2, 0.2]), pushed out radially to at least 0.17 m from the goal.
     Both offsets go into the slide joints, so renders show them. Never terminates; time limit
     1000 steps of 0.05 s (JaxGCRL `scripts/train.sh`).
+
+    `min_gap_rule="jaxgcrl"` (`PusherGoalJaxGCRL`) keeps JaxGCRL's own rule instead: when the
+    object-goal gap is below 0.17 m, the object's *offset* is multiplied by `0.17 / gap`, which
+    moves it away from the model's object position, not from the goal, so some starts stay
+    closer than 0.17 m (or begin inside the success radius). For runs in JaxGCRL's exact task.
     """
 
     goal_indices = (17, 18, 19)
@@ -233,11 +238,15 @@ class PusherGoal(BraxEnv):
                     "hard": ((-0.65, 0.35), (-0.55, 0.45))}
 
     def __init__(self, episode_length: int = 1000, threshold: float = 0.1, kind: str = "easy",
-                 dense_reward: bool = False, backend: str = "generalized"):
+                 dense_reward: bool = False, backend: str = "generalized",
+                 min_gap_rule: str = "radial"):
         from brax import envs as brax_envs
 
         if kind not in self._GOAL_RANGES:
             raise ValueError(f"kind must be one of {sorted(self._GOAL_RANGES)}, got {kind!r}")
+        if min_gap_rule not in ("radial", "jaxgcrl"):
+            raise ValueError(f"min_gap_rule must be 'radial' or 'jaxgcrl', got {min_gap_rule!r}")
+        self.min_gap_rule = min_gap_rule
         super().__init__("PusherGoal", brax_envs.get_environment("pusher", backend=backend),
                          episode_length)
         self.threshold = float(threshold)
@@ -266,8 +275,12 @@ class PusherGoal(BraxEnv):
                                      maxval=jnp.array([-1e-6, 0.2]))
         gap = obj_off - goal_off
         norm = jnp.sqrt(jnp.sum(jnp.square(gap)))
-        direction = jnp.where(norm > 1e-6, gap / jnp.maximum(norm, 1e-6), jnp.array([1.0, 0.0]))
-        obj_off = jnp.where(norm < 0.17, goal_off + 0.17 * direction, obj_off)
+        if self.min_gap_rule == "jaxgcrl":
+            obj_off = obj_off * jnp.where(norm < 0.17, 0.17 / jnp.maximum(norm, 1e-6), 1.0)
+        else:
+            direction = jnp.where(norm > 1e-6, gap / jnp.maximum(norm, 1e-6),
+                                  jnp.array([1.0, 0.0]))
+            obj_off = jnp.where(norm < 0.17, goal_off + 0.17 * direction, obj_off)
         q = self.env.sys.init_q.at[-4:].set(jnp.concatenate([obj_off, goal_off]))
         qd = jax.random.uniform(k_vel, (self.env.sys.qd_size(),), minval=-0.005, maxval=0.005)
         ps = self.env.pipeline_init(q, qd.at[-4:].set(0.0))
@@ -285,6 +298,16 @@ class ReacherGoalDense(ReacherGoal):
         self.name = "ReacherGoalDense"
 
 
+class PusherGoalJaxGCRL(PusherGoal):
+    """`PusherGoal` with JaxGCRL's reset rule for close starts (`min_gap_rule="jaxgcrl"`), for
+    runs in JaxGCRL's exact task (`benchmarks/crl_vs_jaxgcrl.py`)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**{"min_gap_rule": "jaxgcrl", **kwargs})
+        self.name = "PusherGoalJaxGCRL"
+
+
 GOAL_ENVS = {"PointMaze": PointMaze, "DetourMaze": DetourMaze, "ReacherGoal": ReacherGoal,
              "AntGoal": AntGoal, "PusherGoal": PusherGoal, "DetourMazeDense": DetourMazeDense,
-             "ReacherGoalDense": ReacherGoalDense, "ReacherGoalJaxGCRL": ReacherGoalJaxGCRL}
+             "ReacherGoalDense": ReacherGoalDense, "ReacherGoalJaxGCRL": ReacherGoalJaxGCRL,
+             "PusherGoalJaxGCRL": PusherGoalJaxGCRL}

@@ -47,7 +47,7 @@ def test_entries_name_the_sides_and_keep_the_curves():
         cvj.entries(_result(0, True, "pairs", (0.5, 5.0), env="ReacherGoalJaxGCRL"), "e.json")
 
 
-def test_exact_side_runs_the_jaxgcrl_observation_env_and_only_for_the_reacher(monkeypatch):
+def test_exact_side_runs_jaxgcrls_task_env(monkeypatch):
     calls = []
 
     def fake_run(cmd, check):
@@ -55,14 +55,17 @@ def test_exact_side_runs_the_jaxgcrl_observation_env_and_only_for_the_reacher(mo
         raise SystemExit(0)  # stop before reading a JSON
 
     monkeypatch.setattr(cvj.subprocess, "run", fake_run)
-    with pytest.raises(SystemExit):
-        cvj.run_one("reacher", "ours-exact", 3, "/tmp")
-    cmd = calls[0]
-    assert cmd[cmd.index("--env") + 1] == "ReacherGoalJaxGCRL" and "--fixed-starts" in cmd
-    assert cmd[cmd.index("--sampling") + 1] == "windows" and cmd[cmd.index("--seed") + 1] == "3"
-    with pytest.raises(SystemExit) as err:
-        cvj.main(["--task", "pusher", "--side", "ours-exact"])
-    assert err.value.code == 2
+    for task, side in (("reacher", "ours-exact"), ("pusher", "ours-exact"), ("pusher", "ours")):
+        with pytest.raises(SystemExit):
+            cvj.run_one(task, side, 3, "/tmp")
+    (reacher, pusher, plain) = calls
+    assert reacher.count("--env") == pusher.count("--env") == plain.count("--env") == 1
+    assert reacher[reacher.index("--env") + 1] == "ReacherGoalJaxGCRL"
+    assert "--fixed-starts" in reacher
+    assert reacher[reacher.index("--sampling") + 1] == "windows"
+    assert reacher[reacher.index("--seed") + 1] == "3"
+    assert pusher[pusher.index("--env") + 1] == "PusherGoalJaxGCRL" and "pusher_easy" in pusher
+    assert plain[plain.index("--env") + 1] == "PusherGoal" and "--fixed-starts" not in plain
 
 
 def test_merge_replaces_a_seed_and_the_table_shows_mean_and_range():

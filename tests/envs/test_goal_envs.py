@@ -49,7 +49,7 @@ def unrolled(request):
 def test_registry_lists_goal_envs():
     assert list_envs()["goal"] == ("PointMaze", "DetourMaze", "ReacherGoal", "AntGoal",
                                    "PusherGoal", "DetourMazeDense", "ReacherGoalDense",
-                                   "ReacherGoalJaxGCRL")
+                                   "ReacherGoalJaxGCRL", "PusherGoalJaxGCRL")
     env = make("PointMaze", episode_length=30, step_size=0.5)
     assert env.episode_length == 30 and env.step_size == 0.5
 
@@ -370,3 +370,34 @@ def test_reacher_jaxgcrl_layout_is_jaxgcrls_observation_of_the_same_state():
     assert np.abs(states[1][-1].obs[7:9]).max() > 0.01  # the arm moves
     with pytest.raises(ValueError, match="obs_layout"):
         goal.ReacherGoal(obs_layout="xyz")
+
+
+def test_pusher_min_gap_rules_match_their_formulas():
+    """`PusherGoal` pushes a close object out radially to 0.17 m from the goal; JaxGCRL's rule
+    (`PusherGoalJaxGCRL`, `jaxgcrl/envs/pusher.py` `reset`) scales the object's offset by
+    `0.17 / gap` instead, which leaves some starts closer than 0.17 m. Checked on the slide-joint
+    offsets against the draws recomputed here in numpy."""
+    keys = jax.random.split(jax.random.PRNGKey(7), 256)
+    offsets = {}
+    for env in (goal.PusherGoal(backend="spring"), goal.PusherGoalJaxGCRL(backend="spring")):
+        q = jax.device_get(jax.jit(jax.vmap(env.reset))(keys).data.q)
+        offsets[env.name] = (q[:, -4:-2], q[:, -2:])  # object, goal (y, x)
+    draws = [jax.random.split(k, 3) for k in keys]
+    obj = np.array([jax.random.uniform(d[0], (2,), minval=jnp.array([-0.3, -0.2]),
+                                       maxval=jnp.array([-1e-6, 0.2])) for d in draws])
+    gl = np.array([jax.random.uniform(d[1], (2,), minval=jnp.array([-0.55, -0.2]),
+                                      maxval=jnp.array([-0.25, 0.2])) for d in draws])
+    gap = np.linalg.norm(obj - gl, axis=1)
+    close = gap < 0.17
+    assert 5 < close.sum() < 60  # about 10% of starts are close before either rule
+    for name in offsets:
+        np.testing.assert_allclose(offsets[name][1], gl, atol=1e-6)
+        np.testing.assert_allclose(offsets[name][0][~close], obj[~close], atol=1e-6)
+    radial = gl + 0.17 * (obj - gl) / gap[:, None]
+    np.testing.assert_allclose(offsets["PusherGoal"][0][close], radial[close], atol=1e-5)
+    scaled = obj * (0.17 / gap)[:, None]
+    np.testing.assert_allclose(offsets["PusherGoalJaxGCRL"][0][close], scaled[close], atol=1e-5)
+    after = np.linalg.norm(offsets["PusherGoalJaxGCRL"][0] - gl, axis=1)
+    assert (after < 0.17 - 1e-3).sum() > 0  # JaxGCRL's rule keeps some close starts
+    with pytest.raises(ValueError, match="min_gap_rule"):
+        goal.PusherGoal(min_gap_rule="scale")
