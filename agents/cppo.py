@@ -160,10 +160,7 @@ class CPPO(AgentBase):
     def with_hp(self, state: CPPOState, hp) -> CPPOState:
         """`state` with new float hyperparameters; a new `learning_rate` scales an adapted
         step size by new / old (`optim.rescale_rate`)."""
-        new = {**state.hp, **hp}
-        lr = optim.rescale_rate(state.learning_rate, state.hp["learning_rate"],
-                                new["learning_rate"])
-        return state.replace(hp=new, learning_rate=lr)
+        return optim.replace_hp(state, hp)
 
     @property
     def _actor_opt(self):

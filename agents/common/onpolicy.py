@@ -143,10 +143,7 @@ class OnPolicyLoop:
     def with_hp(self, state: OnPolicyState, hp) -> OnPolicyState:
         """`state` with new float hyperparameters; a new `learning_rate` also scales the
         current step size (adapted with `desired_kl`, else the rate itself) by new / old."""
-        new = {**state.hp, **hp}
-        lr = optim.rescale_rate(state.learning_rate, state.hp["learning_rate"],
-                                new["learning_rate"])
-        return state.replace(hp=new, learning_rate=lr)
+        return optim.replace_hp(state, hp)
 
     def policy_in(self, obs):
         return flatten_obs(obs, [self.config.policy_obs_key] if isinstance(obs, dict) else None)

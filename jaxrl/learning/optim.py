@@ -49,6 +49,15 @@ def rescale_rate(current, old_rate, new_rate):
     return jnp.where((current == old_rate) | (old_rate <= 0), new_rate, scaled)
 
 
+def replace_hp(state, hp: dict):
+    """`state` (a struct with fields `hp`, a dict with `"learning_rate"`, and `learning_rate`,
+    the step size in use) with `hp` merged into its hyperparameters and the step size moved
+    by `rescale_rate` (an agent's `with_hp`)."""
+    new = {**state.hp, **hp}
+    lr = rescale_rate(state.learning_rate, state.hp["learning_rate"], new["learning_rate"])
+    return state.replace(hp=new, learning_rate=lr)
+
+
 def cosine_decay(frac, final_fraction: float):
     """The factor of a cosine step-size schedule (Loshchilov & Hutter 2017, SGDR, eq. 5 with
     one cycle): 1 at `frac = 0`, `final_fraction` at `frac = 1`,

@@ -38,6 +38,25 @@ def test_rescale_rate_hand_values():
         pytest.approx(1e-4)
 
 
+def test_replace_hp_merges_and_rescales_the_step_size():
+    from flax import struct
+
+    @struct.dataclass
+    class S:
+        hp: dict
+        learning_rate: object
+
+    state = S(hp={"learning_rate": jnp.float32(3e-4), "gamma": jnp.float32(0.99)},
+              learning_rate=jnp.float32(6e-4))
+    out = optim.replace_hp(state, {"learning_rate": jnp.float32(1e-4)})
+    assert float(out.hp["learning_rate"]) == pytest.approx(1e-4)
+    assert float(out.hp["gamma"]) == pytest.approx(0.99)
+    assert float(out.learning_rate) == pytest.approx(2e-4)  # adapted to 2x: stays 2x
+    same = optim.replace_hp(state, {"gamma": jnp.float32(0.9)})
+    assert float(same.learning_rate) == pytest.approx(6e-4) and float(same.hp["gamma"]) == \
+        pytest.approx(0.9)
+
+
 # cos(pi / 4) = sqrt(1/2): a quarter of the way, 0.1 + 0.9 * (1 + 0.7071) / 2 = 0.8682.
 @pytest.mark.parametrize("frac,want", [(0.0, 1.0), (0.5, 0.55), (1.0, 0.1), (0.25, 0.868198)])
 def test_cosine_decay_hand_values(frac, want):
