@@ -17,9 +17,10 @@ gradient steps per collected env step) with `--skip raw` and one side:
   goal, as JaxGCRL's under Brax's cached auto-reset); batches stay independent pairs.
 - `ours-jaxgcrl-setting`: ours with `--fixed-starts --sampling windows`: the task setting of
   `ours-fixed-starts`, and batches are JaxGCRL's relabeled whole windows.
-- `ours-exact`: `ours-jaxgcrl-setting` on JaxGCRL's exact task (`EXACT_ENVS`):
-  `ReacherGoalJaxGCRL`, JaxGCRL's observation (tip xyz and velocity instead of joint
-  velocities) and 3-D goal; `PusherGoalJaxGCRL`, JaxGCRL's reset rule for close starts.
+- `ours-exact-task` and `ours-exact`: `ours-fixed-starts` and `ours-jaxgcrl-setting` on
+  JaxGCRL's exact task (`EXACT_ENVS`): `ReacherGoalJaxGCRL`, JaxGCRL's observation (tip xyz
+  and velocity instead of joint velocities) and 3-D goal; `PusherGoalJaxGCRL`, JaxGCRL's
+  reset rule for close starts.
 - `jaxgcrl`: JaxGCRL's CRL (jaxgcrl 0.2.8 in `.venv-jaxgcrl`, `crl_throughput.py
   --setup-jaxgcrl-venv`).
 
@@ -57,14 +58,16 @@ TASKS = {"reacher": {"env": "ReacherGoal", "flags": []},
 SIDES = {"ours": ["--skip", "raw,peer"],
          "ours-fixed-starts": ["--skip", "raw,peer", "--fixed-starts"],
          "ours-jaxgcrl-setting": ["--skip", "raw,peer", "--fixed-starts", "--sampling", "windows"],
+         "ours-exact-task": ["--skip", "raw,peer", "--fixed-starts"],
          "ours-exact": ["--skip", "raw,peer", "--fixed-starts", "--sampling", "windows"],
          "jaxgcrl": ["--skip", "raw,ours"]}
 EXACT_ENVS = {"reacher": "ReacherGoalJaxGCRL", "pusher": "PusherGoalJaxGCRL"}
-"""Task -> our env as JaxGCRL builds the task (the `ours-exact` side)."""
+"""Task -> our env as JaxGCRL builds the task (the `ours-exact*` sides)."""
 LABELS = {"ours": "ours (fresh goal per episode, pair batches)",
           "ours-fixed-starts": "ours in JaxGCRL's setting (goal kept per env, pair batches)",
           "ours-jaxgcrl-setting": "ours in JaxGCRL's setting (goal kept per env, window batches)",
-          "ours-exact": "ours in JaxGCRL's setting and exact task",
+          "ours-exact-task": "ours in JaxGCRL's setting and exact task (pair batches)",
+          "ours-exact": "ours in JaxGCRL's setting and exact task (window batches)",
           "jaxgcrl": "JaxGCRL (jaxgcrl 0.2.8)"}
 
 
@@ -78,10 +81,10 @@ def side_of(settings: dict, part: str) -> str:
         return "jaxgcrl"
     fixed, windows = bool(settings.get("fixed_starts")), settings.get("sampling") == "windows"
     if settings["env"] in EXACT_ENVS.values():
-        if not (fixed and windows):
-            raise ValueError("JaxGCRL's exact task is a side only with fixed starts and window "
-                             "batches (ours-exact).")
-        return "ours-exact"
+        if not fixed:
+            raise ValueError("JaxGCRL's exact task is a side only with fixed starts "
+                             "(ours-exact-task, ours-exact).")
+        return "ours-exact" if windows else "ours-exact-task"
     if windows and not fixed:
         raise ValueError("window batches with a fresh goal per episode are an attribution run, "
                          "not a side of this comparison.")
@@ -127,7 +130,7 @@ def merge(res: dict, new: list[dict]) -> dict:
 def run_one(task: str, side: str, seed: int, folder: str) -> list[dict]:
     """Runs `crl_throughput.py` for one task, side and seed; its entries."""
     path = os.path.join(folder, f"{task}_{side}_s{seed}.json")
-    env = EXACT_ENVS[task] if side == "ours-exact" else TASKS[task]["env"]
+    env = EXACT_ENVS[task] if side.startswith("ours-exact") else TASKS[task]["env"]
     cmd = [sys.executable, SCRIPT, "--env", env, *TASKS[task]["flags"], *SIDES[side], "--seed",
            str(seed), "--json", path]
     print("$", " ".join(cmd), flush=True)

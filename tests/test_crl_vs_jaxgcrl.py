@@ -43,8 +43,10 @@ def test_entries_name_the_sides_and_keep_the_curves():
         cvj.entries(_result(0, False, "windows", (0.5, 5.0)), "w.json")
     exact = cvj.entries(_result(0, True, "windows", (0.9, 30.0), env="ReacherGoalJaxGCRL"), "e")
     assert (exact[0]["task"], exact[0]["side"]) == ("reacher", "ours-exact")
-    with pytest.raises(ValueError, match="ours-exact"):
-        cvj.entries(_result(0, True, "pairs", (0.5, 5.0), env="ReacherGoalJaxGCRL"), "e.json")
+    pairs = cvj.entries(_result(0, True, "pairs", (0.9, 30.0), env="ReacherGoalJaxGCRL"), "p")
+    assert pairs[0]["side"] == "ours-exact-task"
+    with pytest.raises(ValueError, match="fixed starts"):
+        cvj.entries(_result(0, False, "pairs", (0.5, 5.0), env="ReacherGoalJaxGCRL"), "e.json")
 
 
 def test_exact_side_runs_jaxgcrls_task_env(monkeypatch):
@@ -55,10 +57,12 @@ def test_exact_side_runs_jaxgcrls_task_env(monkeypatch):
         raise SystemExit(0)  # stop before reading a JSON
 
     monkeypatch.setattr(cvj.subprocess, "run", fake_run)
-    for task, side in (("reacher", "ours-exact"), ("pusher", "ours-exact"), ("pusher", "ours")):
+    for task, side in (("reacher", "ours-exact"), ("pusher", "ours-exact-task"),
+                       ("pusher", "ours")):
         with pytest.raises(SystemExit):
             cvj.run_one(task, side, 3, "/tmp")
     (reacher, pusher, plain) = calls
+    assert "--sampling" not in pusher and "--fixed-starts" in pusher
     assert reacher.count("--env") == pusher.count("--env") == plain.count("--env") == 1
     assert reacher[reacher.index("--env") + 1] == "ReacherGoalJaxGCRL"
     assert "--fixed-starts" in reacher
