@@ -25,11 +25,13 @@ Envs (thresholds from the JaxGCRL paper, Table 1, and `jaxgcrl/envs/*.py`):
 | `PointMaze` | x, y (2) | x, y | (0, 1) | 0.5 | 50 |
 | `DetourMaze` | x, y (2) | x, y | (0, 1) | 0.5 | 100 |
 | `ReacherGoal` | cos q, sin q, qvel, fingertip xy (8) | target xy | (6, 7) | 0.05 m | 50 |
-| `ReacherGoalJaxGCRL` | cos q, sin q, tip xyz, tip vel (10) | target xyz | (4, 5, 6) | 0.05 | 50 |
+| `ReacherGoalJaxGCRL` | cos q, sin q, tip xyz, vel (10) | target xyz | (4, 5, 6) | 0.05 m | 50 |
 | `AntGoal` | qpos, qvel (29) | torso xy | (0, 1) | 0.5 m | 1000 |
 | `PusherGoal` | arm q, arm qd, tip xyz, object xyz (20) | goal xyz | (17, 18, 19) | 0.1 m | 1000 |
 
 `DetourMazeDense` and `ReacherGoalDense` are the same tasks with the reward `-dist` (baselines).
+`ReacherGoalJaxGCRL` and `PusherGoalJaxGCRL` (JaxGCRL's reset rule for close starts) build
+JaxGCRL's tasks for side-by-side runs.
 
 Sources: JaxGCRL (Bortkiewicz et al., ICLR 2025) `jaxgcrl/envs/{reacher,ant,pusher}.py` and
 `jaxgcrl/utils/env.py` (backends: `generalized` for reacher and pusher, `spring` for ant);
@@ -229,7 +231,9 @@ class PusherGoal(BraxEnv):
     `min_gap_rule="jaxgcrl"` (`PusherGoalJaxGCRL`) keeps JaxGCRL's own rule instead: when the
     object-goal gap is below 0.17 m, the object's *offset* is multiplied by `0.17 / gap`, which
     moves it away from the model's object position, not from the goal, so some starts stay
-    closer than 0.17 m (or begin inside the success radius). For runs in JaxGCRL's exact task.
+    closer than 0.17 m (or begin inside the success radius). For runs in JaxGCRL's task. Left
+    as ours there: the observation's order (JaxGCRL: q, tip, object, qd; the same entries) and
+    the success step (JaxGCRL's is that of the state before each step, one step late).
     """
 
     goal_indices = (17, 18, 19)
