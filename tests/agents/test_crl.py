@@ -225,15 +225,18 @@ def test_actor_init_scale_scales_every_actor_kernel():
             np.testing.assert_array_equal(a, b)
 
 
-def _adapted_rates(lr: float, factor: float, steps_per_update: int, updates: int):
+def _adapted_rates(lr: float, factor: float, steps_per_update: int, updates: int,
+                   first: float = 1.5):
     """Per-update means of RSL-RL's step sizes when every step but an update's first moves by
-    `factor` (a Python loop: multiply, then clip to [1e-5, 1e-2], as `optim.adapt_to_kl`). An
-    update's first step sees the behaviour policy itself (KL 0, below any target): it grows."""
+    `factor` and the first by `first` (a Python loop: multiply, then clip to [1e-5, 1e-2], as
+    `optim.adapt_to_kl`). An update's first step sees the behaviour policy itself: KL 0 (grow),
+    or, where the recomputed log-probabilities differ from the rollout's in the last bits (some
+    CPUs), a KL of rounding size, above a target of 1e-12 (shrink)."""
     out = []
     for _ in range(updates):
         seen = []
         for step in range(steps_per_update):
-            grow = 1.5 if step == 0 else factor
+            grow = first if step == 0 else factor
             lr = float(np.clip(np.float32(lr) * np.float32(grow), 1e-5, 1e-2))
             seen.append(lr)
         out.append(np.mean(seen))
@@ -244,16 +247,20 @@ def _adapted_rates(lr: float, factor: float, steps_per_update: int, updates: int
 def test_cppo_desired_kl_adapts_the_step_size_across_updates(desired_kl, factor):
     """A target far above (below) every minibatch KL multiplies (divides) the policy's step
     size by 1.5 after each of the 2 x 4 PPO steps of an update, carried over updates and clipped
-    to [1e-5, 1e-2]: the logged means and the final step size follow a Python loop."""
+    to [1e-5, 1e-2]: the logged means and the final step size follow a Python loop (dividing,
+    they lie between the loops whose updates' first steps grow or shrink)."""
     result = runner.train("cppo", "PointMaze", TRAIN, _small("cppo", desired_kl=desired_kl),
                           run_dir=None, progress=False)
     updates = TRAIN.total_env_steps // (TRAIN.num_envs * TRAIN.unroll_length)  # 20, 10 a chunk
     means, final = _adapted_rates(3e-4, factor, 8, updates)
+    # Shrinking: bounded by the loops whose first steps all grow (`means`) or all shrink.
+    low = means if factor > 1 else _adapted_rates(3e-4, factor, 8, updates, first=factor)[0]
     for chunk, record in enumerate(result.records):
         want = np.mean(means[10 * chunk: 10 * (chunk + 1)])
-        assert record["train/learning_rate"] == pytest.approx(want, rel=1e-5)
+        least = np.mean(low[10 * chunk: 10 * (chunk + 1)])
+        assert least * (1 - 1e-5) <= record["train/learning_rate"] <= want * (1 + 1e-5)
     got = float(result.runner.agent_state.learning_rate[0])
-    assert got == pytest.approx(final, rel=1e-6)
+    assert got == pytest.approx(final if factor > 1 else 1e-5, rel=1e-6)
     assert got == pytest.approx(1e-2 if factor > 1 else 1e-5, rel=1e-6)
     assert "train/learning_rate" not in _trained("cppo").records[-1]  # None: fixed, not logged
 
