@@ -85,7 +85,7 @@ class CPPOConfig(ContrastiveConfig):
     """Entropy bonus weight."""
     log_std_min: float = -2.0
     """Lower bound of the policy's log-std; -2 (not CRL's -5) keeps the std from collapsing in a
-    few updates (numbers in `benchmarks/RESULTS.md`); `cppo-pointmaze-cpu` raises it to -1, where
+    few updates (numbers in `benchmarks/RESULTS.md`); the CPPO maze presets raise it to -1, where
     -2 still collapsed on some seeds. The eval policy is `tanh(mu)`."""
 
 

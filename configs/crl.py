@@ -9,9 +9,10 @@ steps per 62 vectorized steps, i.e. `utd_ratio = 1998 / 62`. CPU presets are siz
 on 2 cores (budgets in `benchmarks/RESULTS.md`); the maze and CPPO ones share the settings found
 on `DetourMaze` (critic learning rate 1e-3, CRL's `random_goals` 0.5, CPPO's baseline over 32
 policy actions on the maze; RESULTS, "Contrastive agents on DetourMaze", "Actor goals from
-other trajectories" and "CPPO's baseline"). `cppo-pointmaze-cpu` floors the policy's log-std at
--1: at CPPO's default -2 the std collapsed within 80k steps on some seeds and machines, which
-then sat at half the success (RESULTS, "CPPO across seeds and CPUs").
+other trajectories" and "CPPO's baseline"). The CPPO maze presets floor the policy's log-std at
+-1: at CPPO's default -2 the std collapsed early on some seeds and machines, which then sat at
+half the success (`PointMaze`) or under 0.45 (`DetourMaze` seed 2); with -1 the three
+`DetourMaze` seeds peak at 0.71-0.77 (RESULTS, "CPPO across seeds and CPUs").
 """
 
 from jaxrl.configs.base import Preset, register
@@ -78,7 +79,7 @@ register(Preset(
     train=TrainConfig(num_envs=64, unroll_length=100, total_env_steps=6_400_000, num_chunks=10,
                       num_eval_envs=256),
     agent_overrides=tuple((k, {"num_epochs": 2}.get(k, v)) for k, v in _CPPO_CPU)
-    + (("clipping_epsilon", 0.1), ("num_action_samples", 32)),
+    + (("clipping_epsilon", 0.1), ("num_action_samples", 32), ("log_std_min", -1.0)),
     description="CPPO (our reconstruction) on the detour maze (goals behind walls), 2 CPU cores."))
 
 register(Preset(
