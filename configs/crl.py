@@ -66,20 +66,21 @@ register(Preset(
 _CPPO_CPU = (("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("critic_batch_size", 256),
              ("critic_epochs", 2), ("num_epochs", 4), ("num_minibatches", 8), ("gamma", 0.97),
              ("learning_rate", 3e-4), ("critic_learning_rate", 1e-3))
+_CPPO_MAZE = _CPPO_CPU + (("log_std_min", -1.0),)  # the log-std floor; module docstring
 
 register(Preset(
     name="cppo-pointmaze-cpu", agent="cppo", env="PointMaze",
     train=TrainConfig(num_envs=64, unroll_length=50, total_env_steps=240_000, num_chunks=3,
                       num_eval_envs=256),
-    agent_overrides=_CPPO_CPU + (("log_std_min", -1.0),),
+    agent_overrides=_CPPO_MAZE,
     description="CPPO (our reconstruction) on the pure-JAX point maze, 2 CPU cores (tests)."))
 
 register(Preset(
     name="cppo-detourmaze-cpu", agent="cppo", env="DetourMaze",
     train=TrainConfig(num_envs=64, unroll_length=100, total_env_steps=6_400_000, num_chunks=10,
                       num_eval_envs=256),
-    agent_overrides=tuple((k, {"num_epochs": 2}.get(k, v)) for k, v in _CPPO_CPU)
-    + (("clipping_epsilon", 0.1), ("num_action_samples", 32), ("log_std_min", -1.0)),
+    agent_overrides=tuple((k, {"num_epochs": 2}.get(k, v)) for k, v in _CPPO_MAZE)
+    + (("clipping_epsilon", 0.1), ("num_action_samples", 32)),
     description="CPPO (our reconstruction) on the detour maze (goals behind walls), 2 CPU cores."))
 
 register(Preset(
