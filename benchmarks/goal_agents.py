@@ -80,17 +80,24 @@ def run_one(label: str, preset: str, env: str | None, steps_of: str | None, seed
     flags = train_flags(preset, env, steps_of, seed)
     load0 = os.getloadavg()
     subprocess.run([JAXRL, "train", *flags, "--run-dir", run_dir, "--no-progress"], check=True)
+    return dict(read_run(label, preset, env_name, seed, run_dir, flags),
+                loadavg_start_end=[round(x, 2) for x in load0 + os.getloadavg()])
+
+
+def read_run(label: str, preset: str, env: str, seed: int, run_dir: str,
+             flags: list[str]) -> dict:
+    """The JSON record of a finished `jaxrl train <flags>` run in `run_dir`."""
     with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
     curve = [(r["env_steps"], round(r["wall_time"], 1), r[METRIC], r["eval/episode_success"])
              for r in _records(run_dir)]
-    return {"label": label, "preset": preset, "env": env_name, "seed": seed, "run_dir": run_dir,
+    return {"label": label, "preset": preset, "env": env, "seed": seed, "run_dir": run_dir,
             "command": " ".join(["jaxrl", "train", *flags]),
             "compile_s": summary["compile_seconds"], "train_s": summary["train_seconds"],
             "env_steps": summary["env_steps"], "final_success": curve[-1][2],
             "best_success": max(c[2] for c in curve), "final_near_goal": curve[-1][3],
             "curve_columns": ["env_steps", "wall_time_s", "success_any", "near_goal_steps"],
-            "curve": curve, "loadavg_start_end": [round(x, 2) for x in load0 + os.getloadavg()]}
+            "curve": curve}
 
 
 def table(runs: list[dict]) -> list[str]:
