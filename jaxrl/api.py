@@ -186,14 +186,16 @@ def _loaded(run: str | LoadedRun, chunk: int | None = None) -> LoadedRun:
 
 
 def evaluate(run: str | LoadedRun, num_episodes: int = 16, *, seed_index: int | None = None,
-             seed: int = 0, randomize: bool | None = None, chunk: int | None = None
-             ) -> dict[str, float]:
-    """Deterministic-policy returns of a run dir (or a `load_run` result), pooled over its
-    seeds or of one seed (`jaxrl eval`): `return_mean`, `return_std`, `length_mean`,
-    `num_episodes` (and `success_rate`, `steps_near_goal` for goal envs)."""
+             seed: int = 0, randomize: bool | None = None, chunk: int | None = None,
+             deterministic: bool | None = None) -> dict[str, float]:
+    """Policy returns of a run dir (or a `load_run` result), pooled over its seeds or of one
+    seed (`jaxrl eval`): `return_mean`, `return_std`, `length_mean`, `num_episodes` (and
+    `success_rate`, `steps_near_goal` for goal envs). `deterministic`: the policy's mode
+    (True) or sampled actions (False); None follows the run's `deterministic_eval`."""
     from jaxrl.run import evaluation
 
-    ev = evaluation.evaluate_run(_loaded(run, chunk), num_episodes, seed_index, seed, randomize)
+    ev = evaluation.evaluate_run(_loaded(run, chunk), num_episodes, seed_index, seed, randomize,
+                                 deterministic)
     return evaluation.summarize_eval(ev)
 
 

@@ -42,7 +42,11 @@ class TrainConfig:
     num_chunks: int = 10
     """Host round trips: progress, logs and evaluation happen between chunks."""
     num_eval_envs: int = 128
-    """Envs (one deterministic episode each) per evaluation; 0 disables evaluation."""
+    """Envs (one episode each) per evaluation; 0 disables evaluation."""
+    deterministic_eval: bool = True
+    """Evaluate the policy's mode (`act(..., deterministic=True)`, e.g. `tanh(mu)`); False
+    samples actions from the policy as training does (Brax's `deterministic_eval`, False
+    there). A policy trained with much noise can do better sampled than its mode."""
     episode_length: int | None = None
     """Time limit in env steps; None keeps the env's default (1000 for DM Control)."""
     action_repeat: int = 1

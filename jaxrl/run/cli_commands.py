@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 import tyro
 
 COMMANDS = {"train": "Train an agent on an env (default: PPO on CartpoleBalance, CPU preset).",
-            "eval": "Evaluate a run's latest checkpoint with the deterministic policy.",
+            "eval": "Evaluate a run's latest checkpoint (the policy's mode, or sampled actions).",
             "export": "Export a run's policy to ONNX or jax.export for deployment.",
             "plot": "Plot learning curves of one or more runs to a PNG.",
             "render": "Render a video of a run's deterministic policy.",
@@ -35,6 +35,10 @@ class EvalArgs:
     """Checkpoint to load (chunks completed); default: the latest (a finished run's final one)."""
     seed: int = 0
     """PRNG seed of the evaluation episodes (initial states)."""
+    actions: Literal["mode", "sample"] | None = None
+    """`mode`: the policy's deterministic action (e.g. `tanh(mu)`); `sample`: actions drawn
+    from the policy, as in training; default: the run's `deterministic_eval` (mode unless the
+    run set it to False)."""
     policy: Literal["jax", "onnx"] = "jax"
     """`jax`: the checkpoint's policy. `onnx`: drive the env with RUN_DIR/export/policy.onnx
     (from `jaxrl export RUN_DIR`) in onnxruntime and compare return and per-step actions with
@@ -42,7 +46,8 @@ class EvalArgs:
 
 
 def eval_cmd(argv: list[str]) -> None:
-    """`jaxrl eval RUN_DIR`: deterministic-policy return, length and success rate."""
+    """`jaxrl eval RUN_DIR`: the policy's return, length and success rate (its mode unless
+    `--actions sample` or the run's `deterministic_eval` says otherwise)."""
     from jaxrl.envs import EnvAssetError
     from jaxrl.run import checkpoint, runner
 
@@ -57,13 +62,16 @@ def eval_cmd(argv: list[str]) -> None:
             raise ValueError(f"--seed-index {args.seed_index} is out of range: the run has "
                              f"{cfg.num_seeds} seed(s) (0..{cfg.num_seeds - 1}).")
         loaded = checkpoint.load_run(args.run_dir, args.chunk, args.env)
-        ev = runner.evaluate_run(loaded, args.episodes, args.seed_index, args.seed)
+        deterministic = None if args.actions is None else args.actions == "mode"
+        ev = runner.evaluate_run(loaded, args.episodes, args.seed_index, args.seed,
+                                 deterministic=deterministic)
     except (ValueError, EnvAssetError) as err:
         sys.exit(f"error: {err}")
     seeds = [args.seed_index] if args.seed_index is not None else range(cfg.num_seeds)
+    mode = ("deterministic policy" if (cfg.deterministic_eval if deterministic is None
+                                       else deterministic) else "sampled actions")
     print(f"{loaded.agent_name} on {loaded.env_name}, checkpoint of chunk {loaded.chunk} of "
-          f"{cfg.num_chunks} in {args.run_dir}; deterministic policy, {args.episodes} episodes "
-          "per seed")
+          f"{cfg.num_chunks} in {args.run_dir}; {mode}, {args.episodes} episodes per seed")
     for row, s in enumerate(seeds):
         print(f"seed {s}: " + _eval_line(runner.summarize_eval(ev, row)))
     print("all:    " + _eval_line(runner.summarize_eval(ev)))

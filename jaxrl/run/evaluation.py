@@ -1,4 +1,4 @@
-"""Evaluation of a run: the jitted deterministic-policy evaluator, a loaded run's evaluation,
+"""Evaluation of a run: the jitted policy evaluator, a loaded run's evaluation,
 and the pooled summary `jaxrl eval` prints."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from jaxrl.run.assemble import key_like
 
 def make_evaluator(agent: Agent, env, cfg: loop.TrainConfig | None = None,
                    randomize: bool | None = None, mesh=None, member_keys: bool = False):
-    """jitted `(agent_state [S], key) -> eval metrics [S]`, deterministic policy.
+    """jitted `(agent_state [S], key) -> eval metrics [S]`; the policy's mode, or sampled
+    actions with `cfg.deterministic_eval` False.
 
     `cfg`: the run's (`agent.train`, the default) or one with other eval settings
     (`num_eval_envs`, `eval_randomization`).
@@ -34,7 +35,7 @@ def make_evaluator(agent: Agent, env, cfg: loop.TrainConfig | None = None,
     eval_env = wrappers.wrap_for_eval(env, cfg.num_eval_envs, length, cfg.action_repeat)
 
     def one(state, key):
-        policy = lambda obs, k: agent.act(state, obs, k, True)  # noqa: E731
+        policy = lambda obs, k: agent.act(state, obs, k, cfg.deterministic_eval)  # noqa: E731
         return rollout.evaluate(eval_env, policy, key, length)
 
     out = parallel.replicated(mesh) if mesh is not None and cfg.num_devices > 1 else None
@@ -44,9 +45,9 @@ def make_evaluator(agent: Agent, env, cfg: loop.TrainConfig | None = None,
 
 def evaluate_run(
     loaded: checkpoint.LoadedRun, num_episodes: int, seed_index: int | None = None, seed: int = 0,
-    randomize: bool | None = None,
+    randomize: bool | None = None, deterministic: bool | None = None,
 ) -> dict[str, np.ndarray]:
-    """Deterministic-policy evaluation of a loaded run (`checkpoint.load_run`).
+    """Policy evaluation of a loaded run (`checkpoint.load_run`).
 
     Args:
         loaded: the run.
@@ -54,6 +55,8 @@ def evaluate_run(
         seed_index: evaluate only this seed; None evaluates all S seeds.
         seed: PRNG seed of the evaluation (initial states, env noise).
         randomize: with or without the run's domain randomization (`make_evaluator`).
+        deterministic: the policy's mode (True) or sampled actions (False); None follows the
+            run's `deterministic_eval` (True unless set).
 
     Returns:
         `rollout.evaluate`'s metrics (`eval/episode_return`, `eval/episode_return_std`,
@@ -61,6 +64,8 @@ def evaluate_run(
         arrays `[S]`, or `[1]` with `seed_index`.
     """
     cfg = dataclasses.replace(loaded.cfg, num_eval_envs=num_episodes)
+    if deterministic is not None:
+        cfg = dataclasses.replace(cfg, deterministic_eval=deterministic)
     evaluator = make_evaluator(loaded.agent, loaded.env, cfg, randomize)
     state = loaded.runner.agent_state
     if seed_index is not None:

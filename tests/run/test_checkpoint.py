@@ -276,6 +276,22 @@ def test_eval_command_prints_return(runs, capsys):
     assert 0 <= mean <= 100 and "success" not in out
 
 
+def test_eval_actions_sample_vs_mode(runs, capsys):
+    """`--actions sample` draws from the PPO policy: other returns than its mode's, the same
+    again for the same eval seed; the printed line names the policy used."""
+    loaded = checkpoint.load_run(runs.straight_dir)
+    assert loaded.cfg.deterministic_eval  # the default: the mode
+    mode = runner.evaluate_run(loaded, 6, seed=1)["eval/episode_return"]
+    sample = runner.evaluate_run(loaded, 6, seed=1, deterministic=False)["eval/episode_return"]
+    again = runner.evaluate_run(loaded, 6, seed=1, deterministic=False)["eval/episode_return"]
+    np.testing.assert_array_equal(sample, again)
+    assert abs(float(sample[0] - mode[0])) > 1e-3
+    cli.main(["eval", runs.straight_dir, "--episodes", "6", "--seed", "1", "--actions", "sample"])
+    out = capsys.readouterr().out
+    assert "; sampled actions, 6 episodes per seed" in out
+    assert f"all:    return {float(sample[0]):.3f} +- " in out
+
+
 def test_summarize_eval_pools_seeds_and_success():
     ev = {
         "eval/episode_return": np.array([1.0, 3.0]),
