@@ -30,6 +30,24 @@ def test_energies_hand_computed():
         C.energy(phi, psi, "manhattan")
 
 
+def test_distance_energies_match_a_loop_reference():
+    """The matmul form of the pairwise distances equals `-|phi_i - psi_j|` computed pair by pair
+    (non-square, 64-d); rounding never makes a squared distance negative."""
+    phi = np.asarray(jax.random.normal(jax.random.PRNGKey(0), (7, 64)) * 3.0, np.float64)
+    psi = np.asarray(jax.random.normal(jax.random.PRNGKey(1), (9, 64)), np.float64)
+    ref = np.array([[np.sum((p - q) ** 2) for q in psi] for p in phi])
+    got = C.energy(jnp.asarray(phi, jnp.float32), jnp.asarray(psi, jnp.float32), "sq_distance")
+    np.testing.assert_allclose(np.asarray(got), -ref, rtol=2e-6, atol=1e-4)
+    got = C.energy(jnp.asarray(phi, jnp.float32), jnp.asarray(psi, jnp.float32), "distance")
+    np.testing.assert_allclose(np.asarray(got), -np.sqrt(ref + 1e-6), rtol=2e-6)
+    x = jnp.asarray(phi, jnp.float32) * 100.0
+    assert float(C.energy(x, x, "sq_distance").max()) <= 0.0
+    # Rounding of the expansion is relative to the norms: a row's distance to itself stays
+    # within 1e-3 of the smallest distance between two different rows.
+    d = -np.asarray(C.energy(x, x, "distance"))
+    assert np.diag(d).max() < 1e-3 * d[~np.eye(7, dtype=bool)].min()
+
+
 def test_infonce_hand_computed_3x3():
     # Row LSEs: log(e^2 + 1 + e^-1), log(2 + e), log(e^-1 + e + e^3).
     lse_row = np.log([np.exp(2) + 1 + np.exp(-1), 2 + np.e, np.exp(-1) + np.e + np.exp(3)])
