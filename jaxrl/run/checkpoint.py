@@ -362,9 +362,12 @@ def restore_target(agent, env, hp: dict | None, shardings=None, init=None):
     """(abstract runner placed by `shardings`, `fresh()` giving a new runner) for
     `restore_into`, from tracing the run's init (`init`, else made here)."""
     abstract, init, keys, hps = abstract_runner(agent, env, hp, init=init)
-    if shardings is not None:
-        abstract = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
-                                abstract, shardings)
+    # Without shardings, one device: a run saved over several (a CLI run of several seeds has
+    # a CPU device per seed, `process.provide_cpu_devices`) is read back onto it.
+    one = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    place = shardings if shardings is not None else jax.tree.map(lambda _: one, abstract)
+    abstract = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+                            abstract, place)
     return abstract, lambda: jax.jit(parallel.member_map(init), out_shardings=shardings)(keys, hps)
 
 

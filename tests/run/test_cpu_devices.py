@@ -64,3 +64,30 @@ def test_a_device_count_the_user_chose_is_kept():
     out = _run(SCRIPT, XLA_FLAGS="--xla_force_host_platform_device_count=2")
     assert out["provided"] is None
     assert out["devices"] == 2 and out["mesh"] == {"seed": 2}
+
+
+def test_a_run_over_several_cpu_devices_loads_on_one(tmp_path, capsys):
+    """A CLI run of 2 seeds saves its checkpoints from 2 CPU devices (one per seed); `jaxrl
+    eval` and `load_run` in a process with another device count read them back onto one
+    device (orbax refused them before: "Topology mismatch")."""
+    import jax
+
+    from jaxrl.run import checkpoint, cli
+
+    run_dir = str(tmp_path / "two_seeds")
+    script = ("from jaxrl.run import cli; cli.main(['train', '--preset', 'ppo-toy-cpu', "
+              "'--num-seeds', '2', '--total-env-steps', '20000', '--num-chunks', '1', "
+              f"'--num-eval-envs', '0', '--run-dir', {run_dir!r}]); "
+              "import jax; print('RESULT' + str(jax.device_count()))")
+    full = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=full, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "RESULT2" in proc.stdout  # the run had a device per seed
+    assert jax.device_count() != 2  # this process: another topology
+    loaded = checkpoint.load_run(run_dir)
+    params = jax.tree.leaves(loaded.runner.agent_state)
+    assert params[0].shape[0] == 2 and len(params[0].devices()) == 1
+    cli.main(["eval", run_dir, "--episodes", "4"])
+    out = capsys.readouterr().out
+    assert "seed 0: return" in out and "seed 1: return" in out
