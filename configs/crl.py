@@ -13,8 +13,10 @@ other trajectories" and "CPPO's baseline"). The CPPO maze presets floor the poli
 -1: at CPPO's default -2 the std collapsed early on some seeds and machines, which then sat at
 half the success (`PointMaze`) or under 0.45 (`DetourMaze` seed 2); with -1 the three
 `DetourMaze` seeds peak at 0.71-0.77 over 6.4M env steps (RESULTS, "CPPO across seeds and
-CPUs"). `cppo-detourmaze-cpu` runs 10.24M (26 minutes of training alone on 2 cores): seeds 0-2
-peak at 0.91 / 0.75 / 0.80 (RESULTS, "CPPO with 10.24M env steps").
+CPUs"). `cppo-detourmaze-cpu` runs 10.24M (26 minutes of training alone on 2 cores, measured
+before the matmul distance energy made CPPO's training 1.4x faster): seeds 0-2 peak at 0.91 /
+0.75 / 0.80 with the mode, 0.93-0.95 at the end with sampled actions (RESULTS, "CPPO with
+10.24M env steps", "Why success drifts on `DetourMaze`").
 """
 
 from jaxrl.configs.base import Preset, register
