@@ -62,14 +62,13 @@ def eval_cmd(argv: list[str]) -> None:
             raise ValueError(f"--seed-index {args.seed_index} is out of range: the run has "
                              f"{cfg.num_seeds} seed(s) (0..{cfg.num_seeds - 1}).")
         loaded = checkpoint.load_run(args.run_dir, args.chunk, args.env)
-        deterministic = None if args.actions is None else args.actions == "mode"
+        deterministic = cfg.deterministic_eval if args.actions is None else args.actions == "mode"
         ev = runner.evaluate_run(loaded, args.episodes, args.seed_index, args.seed,
                                  deterministic=deterministic)
     except (ValueError, EnvAssetError) as err:
         sys.exit(f"error: {err}")
     seeds = [args.seed_index] if args.seed_index is not None else range(cfg.num_seeds)
-    mode = ("deterministic policy" if (cfg.deterministic_eval if deterministic is None
-                                       else deterministic) else "sampled actions")
+    mode = "deterministic policy" if deterministic else "sampled actions"
     print(f"{loaded.agent_name} on {loaded.env_name}, checkpoint of chunk {loaded.chunk} of "
           f"{cfg.num_chunks} in {args.run_dir}; {mode}, {args.episodes} episodes per seed")
     for row, s in enumerate(seeds):
