@@ -61,8 +61,8 @@ def test_point_maze_success_rate(name):
                                                   ("cppo-detourmaze-cpu", 1_280_000, 0.35)])
 def test_detour_maze_beats_straight_line(name, steps, threshold):
     """The first 0.6M (CRL) or 1.28M (CPPO) env steps of the DetourMaze presets (their
-    settings, two chunks):
-    every goal lies at least 5 cells away along the maze, where a straight-line policy that
+    settings, two chunks): every goal lies at least 5 cells away along the maze, where a
+    straight-line policy that
     ignores walls reaches 0.176 and a random one 0.002 (tests/envs/test_goal_envs.py); twice
     the straight line takes detours. CRL asks 0.6, which needs its `random_goals` (without
     them 2-layer encoders read 0.36 / 0.43 over 1.2M steps): the preset's 8-layer encoders read
