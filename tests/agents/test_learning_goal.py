@@ -60,18 +60,18 @@ def test_point_maze_success_rate(name):
 @pytest.mark.parametrize("name,steps,threshold", [("crl-detourmaze-cpu", 600_000, 0.6),
                                                   ("cppo-detourmaze-cpu", 1_280_000, 0.35)])
 def test_detour_maze_beats_straight_line(name, steps, threshold):
-    """The first 0.6M (CRL) or 1.28M (CPPO) env steps of the DetourMaze presets (their
-    settings, two chunks): every goal lies at least 5 cells away along the maze, where a
-    straight-line policy that
-    ignores walls reaches 0.176 and a random one 0.002 (tests/envs/test_goal_envs.py); twice
-    the straight line takes detours. CRL asks 0.6, which needs its `random_goals` (without
-    them 2-layer encoders read 0.36 / 0.43 over 1.2M steps): the preset's 8-layer encoders read
-    0.75 / 0.79 over its first two 300k chunks on seed 0 (AMD EPYC), the mean of seeds 0-2 0.74
-    / 0.72 and of seeds 3-5 0.61 / 0.82. CPPO asks twice the straight line (0.35), which each of
-    three seeds passes with the preset's log-std floor of -1: the two chunks read 0.36 / 0.57,
-    0.29 / 0.55 and 0.30 / 0.39 on seeds 0-2 (AMD EPYC). The same seed takes another path on
-    another CPU: at CPPO's default floor of -2 seed 0 read 0.39 / 0.71 on an Intel Xeon and
-    0.32 / 0.49 on the EPYC (benchmarks/RESULTS.md, "CPPO across seeds and CPUs")."""
+    """The first 0.6M (CRL) or 1.28M (CPPO) env steps of the DetourMaze presets (their settings,
+    two chunks): every goal lies at least 5 cells away along the maze, where a straight-line
+    policy that ignores walls reaches 0.176 and a random one 0.002
+    (tests/envs/test_goal_envs.py); twice the straight line takes detours. CRL asks 0.6, which
+    needs its `random_goals` (without them 2-layer encoders read 0.36 / 0.43 over 1.2M steps):
+    the preset's 8-layer encoders read 0.75 / 0.79 over its first two 300k chunks on seed 0 (AMD
+    EPYC), the mean of seeds 0-2 0.74 / 0.72 and of seeds 3-5 0.61 / 0.82. CPPO asks twice the
+    straight line (0.35), which each of three seeds passes with the preset's log-std floor of
+    -1: the two chunks read 0.36 / 0.57, 0.29 / 0.55 and 0.30 / 0.39 on seeds 0-2 (AMD EPYC).
+    The same seed takes another path on another CPU: at CPPO's default floor of -2 seed 0 read
+    0.39 / 0.71 on an Intel Xeon and 0.32 / 0.49 on the EPYC (benchmarks/RESULTS.md, "CPPO
+    across seeds and CPUs")."""
     rates, _ = _train(name, total_env_steps=steps, num_chunks=2)
     assert max(rates) >= threshold, rates
 
