@@ -40,6 +40,12 @@ for _env in ("AntGoal", "PusherGoal", "ReacherGoal"):
         train=_JAXGCRL_TRAIN, agent_overrides=_JAXGCRL,
         description=f"CRL on {_env} with JaxGCRL's train.sh settings (GPU scale)."))
 
+
+def _replace(overrides: tuple, **changes) -> tuple:
+    """`overrides` with the values of the keys in `changes` replaced, order kept."""
+    return tuple((k, changes.get(k, v)) for k, v in overrides)
+
+
 _CRL_MAZE = (("hidden", (128, 128)), ("actor_hidden", (128, 128)), ("layer_norm", True),
              ("batch_size", 256), ("utd_ratio", 1.0), ("learning_starts", 6_400),
              ("learning_rate", 1e-3), ("critic_learning_rate", 1e-3), ("actor_init_scale", 1.0),
@@ -67,7 +73,7 @@ register(Preset(
     name="crl-detourmaze-cpu", agent="crl", env="DetourMaze",
     train=TrainConfig(num_envs=64, unroll_length=10, total_env_steps=2_400_000, num_chunks=8,
                       num_eval_envs=256),
-    agent_overrides=tuple((k, {"hidden": (128,) * 8}.get(k, v)) for k, v in _CRL_MAZE)
+    agent_overrides=_replace(_CRL_MAZE, hidden=(128,) * 8)
     + (("skip_connections", 2), ("buffer_size", 1_000_000)),
     description="CRL on the detour maze (goals behind walls), 8-layer residual encoders, "
                 "2 CPU cores."))
@@ -88,7 +94,7 @@ register(Preset(
     name="cppo-detourmaze-cpu", agent="cppo", env="DetourMaze",
     train=TrainConfig(num_envs=64, unroll_length=100, total_env_steps=10_240_000,
                       num_chunks=16, num_eval_envs=256),
-    agent_overrides=tuple((k, {"num_epochs": 2}.get(k, v)) for k, v in _CPPO_MAZE)
+    agent_overrides=_replace(_CPPO_MAZE, num_epochs=2)
     + (("clipping_epsilon", 0.1), ("num_action_samples", 32)),
     description="CPPO (our reconstruction) on the detour maze (goals behind walls), 2 CPU cores."))
 
