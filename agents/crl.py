@@ -88,6 +88,10 @@ class CRLConfig(ContrastiveConfig, ReplayConfig):
     gradient steps to `lr_final_fraction` of their rates (`optim.cosine_decay`)."""
     lr_final_fraction: float = 0.1
     """Final step-size fraction of the cosine schedule."""
+    log_det_epsilon: float = 0.0
+    """`eps` in the actor loss's tanh log-det `log(1 - tanh(u)^2 + eps)`
+    (`distributions.tanh_log_det_eps`); JaxGCRL's is 1e-6 (`jaxgcrl/agents/crl/losses.py`).
+    0: the exact log-det (`distributions.tanh_log_det`)."""
     actor_init_scale: float = 1 / 3
     """Actor kernel init `variance_scaling(scale, fan_in, uniform)`: JaxGCRL's 1/3
     (`jaxgcrl/agents/crl/networks.py`); 1.0 is lecun uniform (measurements in
@@ -141,6 +145,8 @@ class CRL(AgentBase):
             raise ValueError(f"target_entropy_scale must be finite, got {c.target_entropy_scale}.")
         if c.horizon is not None and c.horizon < 1:
             raise ValueError(f"horizon must be >= 1 or None, got {c.horizon}.")
+        if not 0.0 <= c.log_det_epsilon < 1.0:
+            raise ValueError(f"log_det_epsilon must be in [0, 1), got {c.log_det_epsilon}.")
         if not 0.0 <= c.random_goals <= 1.0:
             raise ValueError(f"random_goals must be in [0, 1], got {c.random_goals}.")
         check_choice("lr_schedule", c.lr_schedule, OffPolicyLoop.LR_SCHEDULES)
@@ -241,7 +247,7 @@ class CRL(AgentBase):
         parameters get no gradient from it."""
         policy = self.nets.policy(actor, jnp.concatenate([s, goal], -1))
         u = policy.sample_raw(key)
-        logp = policy.log_prob_raw(u)
+        logp = policy.log_prob_raw(u, self.config.log_det_epsilon)
         critic = jax.lax.stop_gradient({k: state.params[k] for k in CRITIC_KEYS})
         f = self.nets.q_value(critic, s, jnp.tanh(u), goal)
         loss = jnp.mean(jnp.exp(state.log_alpha) * logp - f)

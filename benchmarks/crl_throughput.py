@@ -16,7 +16,8 @@ every reset (`--fixed-starts` gives ours JaxGCRL's: `TrainConfig.fixed_starts`).
 envs are reset fresh on both sides. Batches: ours draws independent pairs by default;
 `--sampling windows` cuts JaxGCRL's whole-window batches (`CRLConfig.sampling`). Our actor's
 init scale is `CRLConfig`'s default (1/3, JaxGCRL's) unless `--actor-init-scale` sets it;
-`--random-goals` sets `CRLConfig.random_goals` (default 0: the actor sees only its own goals).
+`--random-goals` sets `CRLConfig.random_goals` (default 0: the actor sees only its own goals);
+`--log-det-epsilon` sets `CRLConfig.log_det_epsilon` (default 0: the exact tanh log-det).
 
 Work matched on both sides: num_envs N, unroll_length U, batch B, episode_length L, networks
 (`h_dim x n_hidden` = 256 x 2 swish for phi(s, a), psi(g) and the actor, repr 64), lr 3e-4
@@ -93,7 +94,8 @@ OURS_FIELDS = {"lr": ("learning_rate", "critic_learning_rate", "alpha_learning_r
                "hidden": ("hidden", "actor_hidden"), "gamma": ("gamma",)}
 OURS_FIELDS.update({k: (k,) for k in (
     "batch_size", "utd_ratio", "repr_dim", "logsumexp_penalty", "energy", "contrastive_loss",
-    "learning_starts", "buffer_size", "sampling", "actor_init_scale", "random_goals")})
+    "learning_starts", "buffer_size", "sampling", "actor_init_scale", "random_goals",
+    "log_det_epsilon")})
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -140,6 +142,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--random-goals", type=float, default=None,
                    help="ours: share of actor goals taken from other pairs (default: our crl "
                         "config's, 0 as JaxGCRL)")
+    p.add_argument("--log-det-epsilon", type=float, default=None,
+                   help="ours: eps in the actor loss's log(1 - tanh(u)^2 + eps) (default: our "
+                        "crl config's, 0: exact; JaxGCRL's is 1e-6)")
     p.add_argument("--skip", default="", help="comma list of parts to skip: raw,ours,peer")
     p.add_argument("--jaxgcrl-venv", default=DEFAULT_JAXGCRL_VENV)
     p.add_argument("--peer-timeout", type=int, default=3600, help="seconds for the peer worker")
@@ -176,7 +181,8 @@ def settings_from_args(args: argparse.Namespace) -> dict:
             "logsumexp_penalty": 0.1, "energy": "norm", "contrastive_loss": "fwd_infonce",
             "raw_steps": args.raw_steps, "raw_repeats": args.raw_repeats, "seed": args.seed,
             "fixed_starts": args.fixed_starts, "sampling": args.sampling,
-            "actor_init_scale": args.actor_init_scale, "random_goals": args.random_goals}
+            "actor_init_scale": args.actor_init_scale, "random_goals": args.random_goals,
+            "log_det_epsilon": args.log_det_epsilon}
 
 
 def run_peer_subprocess(s: dict, venv: str, timeout: int, skip_raw: bool) -> dict:
@@ -198,7 +204,8 @@ def load_peer(path: str, s: dict) -> dict:
     """The peer part of an earlier `--json`, after checking that its settings equal `s`."""
     with open(path) as f:
         old = json.load(f)
-    ours_only = ("fixed_starts", "sampling", "actor_init_scale", "random_goals")
+    ours_only = ("fixed_starts", "sampling", "actor_init_scale", "random_goals",
+                 "log_det_epsilon")
     keys = [k for k in s if k not in ("env", "raw_steps", "raw_repeats") + ours_only]
     diff = {k: (old["settings"].get(k), s[k]) for k in keys if old["settings"].get(k) != s[k]}
     if diff:
@@ -225,7 +232,8 @@ def ours_configs(s: dict):
               "buffer_size": s["max_replay_size"] * s["num_envs"],
               "sampling": s.get("sampling", "pairs"),
               "actor_init_scale": s.get("actor_init_scale"),
-              "random_goals": s.get("random_goals")}
+              "random_goals": s.get("random_goals"),
+              "log_det_epsilon": s.get("log_det_epsilon")}
     # Settings not given on the command line (None) keep our config's default.
     applied = {k: list(f) for k, f in OURS_FIELDS.items() if values[k] is not None}
     agent_cfg = CRLConfig(**{f: values[k] for k, fields in applied.items() for f in fields})

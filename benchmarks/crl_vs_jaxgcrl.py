@@ -21,6 +21,8 @@ gradient steps per collected env step) with `--skip raw` and one side:
   JaxGCRL's exact task (`EXACT_ENVS`): `ReacherGoalJaxGCRL`, JaxGCRL's observation (tip xyz
   and velocity instead of joint velocities) and 3-D goal; `PusherGoalJaxGCRL`, JaxGCRL's
   reset rule for close starts.
+- `ours-exact-eps`: `ours-exact` with JaxGCRL's tanh log-det in the actor loss,
+  `log(1 - tanh(u)^2 + 1e-6)` (`--log-det-epsilon 1e-6`; ours is exact otherwise).
 - `jaxgcrl`: JaxGCRL's CRL (jaxgcrl 0.2.8 in `.venv-jaxgcrl`, `crl_throughput.py
   --setup-jaxgcrl-venv`).
 
@@ -60,6 +62,8 @@ SIDES = {"ours": ["--skip", "raw,peer"],
          "ours-jaxgcrl-setting": ["--skip", "raw,peer", "--fixed-starts", "--sampling", "windows"],
          "ours-exact-task": ["--skip", "raw,peer", "--fixed-starts"],
          "ours-exact": ["--skip", "raw,peer", "--fixed-starts", "--sampling", "windows"],
+         "ours-exact-eps": ["--skip", "raw,peer", "--fixed-starts", "--sampling", "windows",
+                            "--log-det-epsilon", "1e-6"],
          "jaxgcrl": ["--skip", "raw,ours"]}
 EXACT_ENVS = {"reacher": "ReacherGoalJaxGCRL", "pusher": "PusherGoalJaxGCRL"}
 """Task -> our env as JaxGCRL builds the task (the `ours-exact*` sides)."""
@@ -68,6 +72,7 @@ LABELS = {"ours": "ours (fresh goal per episode, pair batches)",
           "ours-jaxgcrl-setting": "ours in JaxGCRL's setting (goal kept per env, window batches)",
           "ours-exact-task": "ours in JaxGCRL's setting and exact task (pair batches)",
           "ours-exact": "ours in JaxGCRL's setting and exact task (window batches)",
+          "ours-exact-eps": "ours-exact with JaxGCRL's tanh log-det (+1e-6)",
           "jaxgcrl": "JaxGCRL (jaxgcrl 0.2.8)"}
 
 
@@ -84,6 +89,11 @@ def side_of(settings: dict, part: str) -> str:
         if not fixed:
             raise ValueError("JaxGCRL's exact task is a side only with fixed starts "
                              "(ours-exact-task, ours-exact).")
+        if settings.get("log_det_epsilon"):
+            if not windows:
+                raise ValueError("JaxGCRL's log-det epsilon is a side only with window "
+                                 "batches (ours-exact-eps).")
+            return "ours-exact-eps"
         return "ours-exact" if windows else "ours-exact-task"
     if windows and not fixed:
         raise ValueError("window batches with a fresh goal per episode are an attribution run, "

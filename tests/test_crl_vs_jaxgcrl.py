@@ -12,9 +12,9 @@ sys.path.insert(0, BENCH)
 import crl_vs_jaxgcrl as cvj  # noqa: E402
 
 
-def _result(seed, fixed, sampling, ours_final, peer_final=None, env="ReacherGoal"):
+def _result(seed, fixed, sampling, ours_final, peer_final=None, env="ReacherGoal", eps=None):
     settings = {"env": env, "episode_length": 51, "seed": seed,
-                "fixed_starts": fixed, "sampling": sampling}
+                "fixed_starts": fixed, "sampling": sampling, "log_det_epsilon": eps}
 
     def part(final):
         evals = [{"env_steps": 100, "eval/episode_success_any": 0.1,
@@ -47,6 +47,12 @@ def test_entries_name_the_sides_and_keep_the_curves():
     assert pairs[0]["side"] == "ours-exact-task"
     with pytest.raises(ValueError, match="fixed starts"):
         cvj.entries(_result(0, False, "pairs", (0.5, 5.0), env="ReacherGoalJaxGCRL"), "e.json")
+    eps = cvj.entries(_result(0, True, "windows", (0.9, 30.0), env="ReacherGoalJaxGCRL",
+                              eps=1e-6), "q")
+    assert eps[0]["side"] == "ours-exact-eps"
+    with pytest.raises(ValueError, match="window batches"):
+        cvj.entries(_result(0, True, "pairs", (0.9, 30.0), env="ReacherGoalJaxGCRL", eps=1e-6),
+                    "r")
 
 
 def test_exact_side_runs_jaxgcrls_task_env(monkeypatch):
@@ -58,10 +64,14 @@ def test_exact_side_runs_jaxgcrls_task_env(monkeypatch):
 
     monkeypatch.setattr(cvj.subprocess, "run", fake_run)
     for task, side in (("reacher", "ours-exact"), ("pusher", "ours-exact-task"),
-                       ("pusher", "ours")):
+                       ("pusher", "ours"), ("reacher", "ours-exact-eps")):
         with pytest.raises(SystemExit):
             cvj.run_one(task, side, 3, "/tmp")
-    (reacher, pusher, plain) = calls
+    (reacher, pusher, plain, eps) = calls
+    assert "--log-det-epsilon" not in reacher
+    assert eps[eps.index("--log-det-epsilon") + 1] == "1e-6"
+    assert [a for a in eps if a not in ("--log-det-epsilon", "1e-6")] == [
+        a.replace("ours-exact_", "ours-exact-eps_") for a in reacher]
     assert "--sampling" not in pusher and "--fixed-starts" in pusher
     assert reacher.count("--env") == pusher.count("--env") == plain.count("--env") == 1
     assert reacher[reacher.index("--env") + 1] == "ReacherGoalJaxGCRL"

@@ -41,9 +41,19 @@ def gaussian_log_prob(u, loc, scale) -> jax.Array:
     return jnp.sum(-0.5 * z * z - jnp.log(scale) - 0.5 * _LOG_2PI, axis=-1)
 
 
-def log_prob(u: jax.Array, loc: jax.Array, scale: jax.Array) -> jax.Array:
-    """Log-density of `a = tanh(u)` evaluated from `u`, summed over action dims."""
-    return gaussian_log_prob(u, loc, scale) - jnp.sum(tanh_log_det(u), axis=-1)
+def tanh_log_det_eps(u: jax.Array, eps: float) -> jax.Array:
+    """`log(1 - tanh(u)^2 + eps)` elementwise: the log-det as JaxGCRL's actor loss writes it
+    (`jaxgcrl/agents/crl/losses.py`, eps 1e-6; SpinUp's form). Unlike `tanh_log_det` it stays
+    above `log(eps)` where `|u|` is large, and its gradient in `u` vanishes there."""
+    return jnp.log(1.0 - jnp.square(jnp.tanh(u)) + eps)
+
+
+def log_prob(u: jax.Array, loc: jax.Array, scale: jax.Array,
+             log_det_eps: float = 0.0) -> jax.Array:
+    """Log-density of `a = tanh(u)` evaluated from `u`, summed over action dims; with
+    `log_det_eps > 0` the log-det is `tanh_log_det_eps` instead of the exact one."""
+    log_det = tanh_log_det_eps(u, log_det_eps) if log_det_eps else tanh_log_det(u)
+    return gaussian_log_prob(u, loc, scale) - jnp.sum(log_det, axis=-1)
 
 
 def log_prob_from_action(a: jax.Array, loc: jax.Array, scale: jax.Array) -> jax.Array:
@@ -156,9 +166,10 @@ class TanhGaussian:
         """Pre-tanh sample `u` (PPO stores it to recompute log-probs exactly)."""
         return sample(key, self.loc, self.scale)
 
-    def log_prob_raw(self, u: jax.Array) -> jax.Array:
-        """`log pi(tanh(u))` from the pre-tanh sample `u`, `[...]`."""
-        return log_prob(u, self.loc, self.scale)
+    def log_prob_raw(self, u: jax.Array, log_det_eps: float = 0.0) -> jax.Array:
+        """`log pi(tanh(u))` from the pre-tanh sample `u`, `[...]` (`log_prob`'s
+        `log_det_eps`)."""
+        return log_prob(u, self.loc, self.scale, log_det_eps)
 
     def log_prob(self, action: jax.Array) -> jax.Array:
         """`log pi(a)` from a post-tanh action (clipped just inside (-1, 1))."""

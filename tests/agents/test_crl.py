@@ -155,6 +155,7 @@ def test_crl_random_goals_train_the_actor_on_other_goals():
     ("crl", {"gamma": float("nan")}, "gamma = nan"),
     ("crl", {"sampling": "window"}, "sampling must be one of"),
     ("crl", {"random_goals": 1.5}, "random_goals must be in"),
+    ("crl", {"log_det_epsilon": -1e-6}, "log_det_epsilon must be in"),
     ("crl", {"lr_schedule": "linear"}, "lr_schedule must be one of"),
     ("crl", {"lr_final_fraction": 1.5}, "lr_final_fraction must be in"),
     ("crl", {"actor_init_scale": 0.0}, "actor_init_scale must be finite and > 0"),
@@ -326,3 +327,27 @@ def test_twin_q_reads_the_smaller_critic_and_trains_both():
                                  rel=1e-6)
     result = runner.train("crl", "PointMaze", TRAIN, cfg, run_dir=None, progress=False)
     assert np.isfinite(result.records[-1]["train/critic_loss"])
+
+
+def test_log_det_epsilon_bounds_the_actor_loss_log_det():
+    """`log_det_epsilon` (JaxGCRL's `log(1 - tanh(u)^2 + 1e-6)`): with the actor's mean at 50
+    and its std at exp(-5), each of the 2 action dims has `u = 50 +- 0.03`, whose exact log-det
+    is `2 (log 2 - u)` = -98.61 and JaxGCRL's log(1e-6) = -13.82; the entropy estimate
+    `-log pi` rises by 2 x 84.80 = 169.6 with eps, and the loss moves by alpha times that."""
+    state = jax.tree.map(lambda x: x[0], _trained("crl").runner.agent_state)
+    heads = state.params["actor"]["params"]
+    mu, raw = heads["Dense_0"], heads["Dense_1"]
+    heads = dict(heads, Dense_0={"kernel": jnp.zeros_like(mu["kernel"]),
+                                 "bias": jnp.full_like(mu["bias"], 50.0)},
+                 Dense_1={"kernel": jnp.zeros_like(raw["kernel"]),
+                          "bias": jnp.full_like(raw["bias"], -100.0)})
+    state = state.replace(params=dict(state.params, actor={"params": heads}))
+    s, goal, key = jnp.zeros((16, 2)), jnp.ones((16, 2)), jax.random.PRNGKey(0)
+    out = {}
+    for eps in (0.0, 1e-6):
+        agent = runner.build("crl", "PointMaze", TRAIN, _small("crl", log_det_epsilon=eps))[0]
+        loss, (metrics, _) = agent._actor_loss(state.params["actor"], state, s, goal, key)
+        out[eps] = float(loss), float(metrics["train/entropy"])
+    np.testing.assert_allclose(out[1e-6][1] - out[0.0][1], 169.6, atol=0.3)
+    alpha = float(jnp.exp(state.log_alpha))
+    np.testing.assert_allclose(out[0.0][0] - out[1e-6][0], alpha * 169.6, rtol=2e-3)

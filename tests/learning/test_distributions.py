@@ -19,6 +19,24 @@ def test_log_prob_spec_values():
     assert all(np.all(np.isfinite(g)) for g in grads)
 
 
+def test_log_det_eps_is_jaxgcrls_form_and_bounded():
+    """`log(1 - tanh(u)^2 + eps)` by hand: at u = 0 it is log(1 + eps); at u = 1,
+    1 - tanh(1)^2 = 0.41997434 gives -0.86755925 with eps 1e-6 (exact: -0.86756162); far out it
+    stops at log(eps) = -13.815511 where the exact log-det keeps falling (-98.6137 at 50),
+    and its gradient there is 0."""
+    u = jnp.array([0.0, 1.0, 50.0])
+    np.testing.assert_allclose(dist.tanh_log_det_eps(u, 1e-6),
+                               [9.536743e-07, -0.86755925, -13.815511], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(dist.tanh_log_det(u), [0.0, -0.86756162, -98.61371], rtol=1e-6)
+    grad = jax.grad(lambda x: dist.tanh_log_det_eps(x, 1e-6).sum())(jnp.array([50.0]))
+    assert grad[0] == 0.0
+    # In the log-prob: the eps form only replaces the log-det (N(50; 0, 1) is -1250.9189).
+    lp = dist.TanhGaussian(ZERO, ONE).log_prob_raw(jnp.array([50.0]), 1e-6)
+    np.testing.assert_allclose(lp, -1250.918939 + 13.815511, rtol=1e-6)
+    np.testing.assert_array_equal(dist.TanhGaussian(ZERO, ONE).log_prob_raw(jnp.array([1.0])),
+                                  dist.log_prob(jnp.array([1.0]), ZERO, ONE))
+
+
 def test_finite_near_action_bounds():
     a = jnp.array([1.0 - 1e-7, -(1.0 - 1e-7)], jnp.float32)
     lp = dist.log_prob_from_action(a[:1], ZERO, ONE)
