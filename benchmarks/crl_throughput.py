@@ -92,10 +92,11 @@ for a CUDA jaxlib build that PyPI does not serve; newer brax lacks `brax.v1`).""
 # Our `CRLConfig` fields set from each shared setting.
 OURS_FIELDS = {"lr": ("learning_rate", "critic_learning_rate", "alpha_learning_rate"),
                "hidden": ("hidden", "actor_hidden"), "gamma": ("gamma",)}
+OURS_ONLY = ("fixed_starts", "sampling", "actor_init_scale", "random_goals", "log_det_epsilon")
+"""Settings of our side alone (the peer's part of an earlier --json is reused across them)."""
 OURS_FIELDS.update({k: (k,) for k in (
     "batch_size", "utd_ratio", "repr_dim", "logsumexp_penalty", "energy", "contrastive_loss",
-    "learning_starts", "buffer_size", "sampling", "actor_init_scale", "random_goals",
-    "log_det_epsilon")})
+    "learning_starts", "buffer_size") + OURS_ONLY[1:]})
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -204,9 +205,7 @@ def load_peer(path: str, s: dict) -> dict:
     """The peer part of an earlier `--json`, after checking that its settings equal `s`."""
     with open(path) as f:
         old = json.load(f)
-    ours_only = ("fixed_starts", "sampling", "actor_init_scale", "random_goals",
-                 "log_det_epsilon")
-    keys = [k for k in s if k not in ("env", "raw_steps", "raw_repeats") + ours_only]
+    keys = [k for k in s if k not in ("env", "raw_steps", "raw_repeats") + OURS_ONLY]
     diff = {k: (old["settings"].get(k), s[k]) for k in keys if old["settings"].get(k) != s[k]}
     if diff:
         raise SystemExit(f"--peer-json {path} was measured with other settings (old, now): {diff}")
